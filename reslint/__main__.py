@@ -1,0 +1,3 @@
+from reslint.cli import main
+
+main()

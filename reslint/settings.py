@@ -1,0 +1,42 @@
+"""Resolved settings: the merge of defaults, `[tool.reslint]` and CLI flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelFactory:
+    factory: str  # "FILE_OR_MODULE:EXPR"
+    inputs: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: frozenset[str] = frozenset()  # empty: every rule
+    ignore: frozenset[str] = frozenset()
+    fail_on: str = "warning"
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()  # (glob, codes)
+    norm_placement: str = "any"  # "any" | "pre" | "post"
+    deep_post_ln_layers: int = 20
+    train: tuple[str, ...] = ()
+    models: tuple[ModelFactory, ...] = ()
+    static: bool = False
+    jobs: int | None = None
+    cache: bool = True
+    timeout: float | None = None
+    inputs: str | None = None
+    verbose: bool = False
+    root: str = "."  # project root: where the config was found, or the working directory
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def enabled(self, code: str) -> bool:
+        if self.select and code not in self.select:
+            return False
+        return code not in self.ignore
+
+    def cache_key(self) -> str:
+        """What, besides the file bytes and the version, decides a file's findings."""
+        return repr((sorted(self.select), sorted(self.ignore), self.norm_placement,
+                     self.deep_post_ln_layers, self.static))
