@@ -54,6 +54,23 @@ class Finding:
             "help": self.help,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """Inverse of to_dict (derived keys such as name and help are ignored)."""
+        code = data["code"]
+        severity = data.get("severity", "")
+        return cls(
+            code=code,
+            message=data["message"],
+            path=data["path"],
+            line=int(data["line"]),
+            column=int(data.get("column", 1)),
+            symbol=data.get("symbol", ""),
+            engine=data.get("engine", "static"),
+            # to_dict writes the effective severity; keep "" when it is just the rule's default
+            severity="" if severity == RULES[code].severity else severity,
+        )
+
 
 @dataclass(frozen=True)
 class StackSummary:
@@ -75,6 +92,17 @@ class StackSummary:
             "final_norm": self.final_norm,
             "line": self.line,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StackSummary:
+        return cls(
+            attribute=data["attribute"],
+            block=data["block"],
+            depth=data.get("depth"),
+            placement=data["placement"],
+            final_norm=data.get("final_norm"),
+            line=int(data.get("line", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +128,18 @@ class ModelSummary:
             "notes": list(self.notes),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelSummary:
+        return cls(
+            path=data["path"],
+            name=data["name"],
+            line=int(data["line"]),
+            stacks=tuple(StackSummary.from_dict(stack) for stack in data.get("stacks", ())),
+            placement=data.get("placement", "none"),
+            engine=data.get("engine", "static"),
+            notes=tuple(data.get("notes", ())),
+        )
+
 
 @dataclass
 class FileResult:
@@ -109,6 +149,21 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "findings": [finding.to_dict() for finding in self.findings],
+            "models": [model.to_dict() for model in self.models],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FileResult:
+        return cls(
+            path=data["path"],
+            findings=[Finding.from_dict(finding) for finding in data.get("findings", ())],
+            models=[ModelSummary.from_dict(model) for model in data.get("models", ())],
+        )
+
 
 PLACEMENT_LABELS = {
     "pre": "Pre-LN",
@@ -117,6 +172,8 @@ PLACEMENT_LABELS = {
     "parallel-pre": "Pre-LN (parallel)",
     "deepnorm": "Post-LN (DeepNorm)",
     "mixed": "mixed Pre-LN/Post-LN",
+    "branch-post": "Res-Post-LN (norm on the branch output)",
+    "configurable": "Pre-LN or Post-LN (configurable)",
     "none": "no norm",
     "unknown": "placement unknown",
 }

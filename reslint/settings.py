@@ -28,6 +28,7 @@ class Settings:
     timeout: float | None = None
     inputs: str | None = None
     verbose: bool = False
+    statistics: bool = False  # output option: counts per code instead of one line per finding
     root: str = "."  # project root: where the config was found, or the working directory
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 

@@ -1,0 +1,194 @@
+"""The `reslint` command: check, rule, rules.
+
+Exit codes (DESIGN.md): 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage
+error, bad config or internal error. Every exit 2 prints exactly one `reslint: error: ` line on
+stderr; a traceback only with --verbose.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import NoReturn, Sequence
+
+import click
+
+import reslint
+from reslint.catalog import RULES, SEVERITIES
+from reslint.config import ConfigError, Overrides, load_settings, split_codes
+from reslint.discovery import DiscoveryError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+OUTPUT_FORMATS = ("text", "json", "sarif", "github")
+# click >= 8.2 raises this for a bare `reslint`; show the help, like click does, but exit 2.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
+
+
+class UsageFailure(Exception):
+    """A problem with how reslint was called; reported as one line, exit 2."""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(reslint.__version__, "--version", prog_name="reslint", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Lint PyTorch model code for residual, normalization and gradient-flow bugs."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--static", is_flag=True, help="Static analysis only: never import or run the checked code (no torch needed).")
+@click.option("--select", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes to report (e.g. RL1,RL201); replaces the config's.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes not to report; replaces the config's.")
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False), default="text", show_default=True, help="How to print the findings.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES, case_sensitive=False), default=None, help="Lowest severity that makes the exit status 1 (default: warning, or the config's).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors in reslint itself still exit 2).")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of one line per finding.")
+@click.option("--config", "config_file", metavar="FILE", help="Use this pyproject.toml ([tool.reslint]) or TOML file (top-level keys) instead of searching.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Files analysed in parallel (default: the number of CPUs).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write .reslint_cache/.")
+@click.option("--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+def check(
+    paths: tuple[str, ...],
+    static: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    output_format: str,
+    fail_on: str | None,
+    exit_zero: bool,
+    statistics: bool,
+    config_file: str | None,
+    jobs: int | None,
+    no_cache: bool,
+    verbose: bool,
+) -> int:
+    """Check Python files and directories (default: the current directory)."""
+    from reslint.reporters import render
+    from reslint.runner import check_sources
+    from reslint.discovery import discover
+
+    output_format = output_format.lower()
+    if statistics and output_format not in ("text", "json"):
+        raise UsageFailure("--statistics works with --output-format text or json")
+    overrides = Overrides(
+        select=joined_codes(select),
+        ignore=joined_codes(ignore),
+        fail_on=fail_on,
+        static=static,
+        jobs=jobs,
+        cache=not no_cache,
+        verbose=verbose,
+        statistics=statistics,
+    )
+    try:
+        settings = load_settings(os.getcwd(), config_file, overrides)
+        sources = discover(paths or (".",), settings.root, settings.exclude)
+    except (ConfigError, DiscoveryError) as error:
+        raise UsageFailure(str(error)) from None
+    if not static:
+        require_torch()
+    if not sources:
+        click.echo("reslint: warning: no Python files to check", err=True)
+    report = check_sources(sources, settings)
+    render(report, output_format, settings, sys.stdout)
+    sys.stdout.flush()
+    if report.internal_errors:
+        report_internal_errors(report.internal_errors, verbose)
+        return EXIT_ERROR
+    if report.fails(settings.fail_on) and not exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(code for value in values for code in split_codes(value))
+
+
+def require_torch() -> None:
+    # The trace engine needs torch in this process; fail before any work, with one clear line.
+    try:
+        import torch  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken torch install raises more than ImportError
+        raise UsageFailure(TORCH_MISSING) from None
+
+
+def report_internal_errors(errors: list, verbose: bool) -> None:
+    if verbose:
+        for error in errors:
+            click.echo(f"Traceback for {error.path}:\n{error.traceback.rstrip()}", err=True)
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more files)" if len(errors) > 1 else ""
+    hint = "" if verbose else "; run with --verbose for the traceback"
+    print_error(f"internal error while checking {first.path}: {first.error}{more}{hint}")
+
+
+@cli.command("rules")
+def rules_command() -> int:
+    """List every rule: code, name, default severity and summary."""
+    name_width = max(len(rule.name) for rule in RULES.values())
+    click.echo(f"{'code':<6} {'name':<{name_width}}  {'severity':<8}  summary")
+    for rule in RULES.values():
+        click.echo(f"{rule.code:<6} {rule.name:<{name_width}}  {rule.severity:<8}  {rule.summary}")
+    return EXIT_OK
+
+
+@cli.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> int:
+    """Explain one rule, by code (RL101) or by name (post-ln)."""
+    from reslint.docs import find_rule, rule_text
+
+    rule = find_rule(code)
+    if rule is None:
+        raise UsageFailure(f"unknown rule code: {code!r} (run 'reslint rules' for the list)")
+    click.echo(rule_text(rule.code).rstrip("\n"))
+    return EXIT_OK
+
+
+def print_error(message: str) -> None:
+    one_line = " ".join(message.split())
+    click.echo(f"reslint: error: {one_line}", err=True)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return the exit status instead of exiting."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = cli.main(args=args, prog_name="reslint", standalone_mode=False)
+    except NO_ARGS_IS_HELP as error:
+        click.echo(error.ctx.get_help() if error.ctx else "", err=True)
+        return EXIT_ERROR
+    except click.UsageError as error:
+        print_error(error.format_message())
+        return EXIT_ERROR
+    except click.ClickException as error:
+        print_error(error.format_message())
+        return EXIT_ERROR
+    except click.Abort:
+        print_error("aborted")
+        return EXIT_ERROR
+    except UsageFailure as error:
+        print_error(str(error))
+        return EXIT_ERROR
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_FINDINGS
+    except Exception as error:  # noqa: BLE001 - never show a bare traceback by default
+        if "--verbose" in args:
+            traceback.print_exc()
+        print_error(f"internal error: {type(error).__name__}: {error}")
+        return EXIT_ERROR
+    return status if isinstance(status, int) else EXIT_OK
+
+
+def silence_stdout() -> None:
+    # The reader went away (e.g. `| head`); stop Python from failing again when it flushes at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    sys.exit(run(argv))

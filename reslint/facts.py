@@ -1,0 +1,180 @@
+"""Facts: the one model of a file that both engines produce and every rule reads.
+
+Rules never parse or trace; they look only at these dataclasses. The static engine
+(libcst) fills them today; the trace engine (torch.fx) fills the same fields with
+exact shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reslint.findings import ModelSummary, StackSummary
+
+LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
+
+
+@dataclass(frozen=True)
+class Span:
+    path: str
+    line: int
+    column: int = 1
+
+
+@dataclass(frozen=True)
+class NormOp:
+    """A normalisation: an nn module, a functional call, or hand-written arithmetic."""
+
+    kind: str  # "layernorm", "rmsnorm", "batchnorm", "groupnorm", "instancenorm"
+    form: str  # "module", "functional", "hand-written"
+    span: Span
+    owner: str = ""  # class that constructs or computes it
+    variant: str = ""  # e.g. "BatchNorm1d", "LayerNorm"
+    spans_sequence: Span | None = None  # where its statistics are taken over the time axis
+    unbiased_variance: Span | None = None  # the var/std call using Bessel's correction
+    missing_eps: Span | None = None  # the division by sqrt(var)/std without an epsilon
+    in_sequence_model: bool = False  # its owner is part of a model that processes sequences
+
+
+@dataclass(frozen=True)
+class ResidualAdd:
+    """`skip + branch`: one operand is an ancestor of the other through a parametrised op."""
+
+    span: Span
+    block: str  # class whose code performs the add
+    placement: str  # "pre", "post", "sandwich", "branch-post", "none"
+    skip: str = "x"  # source text of the skip operand
+    branch: str = ""  # source text of the branch operand(s)
+    parallel: bool = False  # several branches summed with one skip (GPT-J/NeoX style)
+    skip_scaled: bool = False  # DeepNorm-style alpha * x on the skip
+    skip_projection: bool = False
+    gated_branch: bool = False  # ReZero-style alpha * F(x)
+    dropout_on_skip: bool = False
+    width_mismatch: str = ""  # human description when the widths provably differ
+    stack: str = ""  # key of the stack whose block performs this add, "" if none
+    condition: tuple = ()  # ((if_id, branch), ...) for adds under a runtime condition
+    builtin: str = ""  # e.g. "nn.TransformerEncoderLayer" when the add lives inside torch
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A repeated block container: ModuleList/Sequential of blocks, nn.TransformerEncoder."""
+
+    key: str  # "Owner.attr"
+    owner: str
+    attribute: str  # "self.blocks"
+    span: Span  # where it is constructed
+    block_classes: tuple[str, ...]
+    depth: int | None
+    iteration: Span | None = None  # where forward runs the blocks
+    final_norm: bool | None = None  # None: not determined
+    builtin_placement: str = ""  # placement of torch's own layers (norm_first)
+
+
+@dataclass(frozen=True)
+class LinearChain:
+    """Two linear layers applied back to back with nothing nonlinear between them."""
+
+    span: Span
+    owner: str
+    first: str
+    second: str
+    feed_forward: bool  # the chain looks like an FFN (expansion, FFN/MLP naming)
+
+
+@dataclass
+class ModelFacts:
+    """An outermost model class of the file and what it contains."""
+
+    name: str
+    span: Span
+    sequence_markers: tuple[str, ...] = ()  # why it is a sequence model ("nn.Embedding", ...)
+    classes: tuple[str, ...] = ()  # every class reachable from it, itself included
+    stacks: tuple[str, ...] = ()  # keys of stacks it contains
+    placement: str = "none"  # placement of its residuals outside stacks
+
+
+@dataclass
+class FileFacts:
+    path: str
+    engine: str = "static"
+    norms: list[NormOp] = field(default_factory=list)
+    residuals: list[ResidualAdd] = field(default_factory=list)
+    stacks: dict[str, Stack] = field(default_factory=dict)
+    linear_chains: list[LinearChain] = field(default_factory=list)
+    models: list[ModelFacts] = field(default_factory=list)
+
+    def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
+        return [add for add in self.residuals if add.stack == key]
+
+    def stack_placement(self, key: str) -> str:
+        stack = self.stacks[key]
+        if stack.builtin_placement:
+            return stack.builtin_placement
+        return combined_placement(self.residuals_of_stack(key))
+
+    def model_summaries(self) -> list[ModelSummary]:
+        summaries = []
+        for model in self.models:
+            stacks = tuple(
+                StackSummary(
+                    attribute=self.stacks[key].attribute,
+                    block=", ".join(self.stacks[key].block_classes),
+                    depth=self.stacks[key].depth,
+                    placement=self.stack_placement(key),
+                    final_norm=self.stacks[key].final_norm
+                    if self.stack_placement(key) in ("pre", "parallel-pre", "sandwich")
+                    else None,
+                    line=self.stacks[key].span.line,
+                )
+                for key in model.stacks
+            )
+            if not stacks and model.placement == "none":
+                continue
+            summaries.append(
+                ModelSummary(path=self.path, name=model.name, line=model.span.line,
+                             stacks=stacks, placement=model.placement, engine=self.engine)
+            )
+        return summaries
+
+
+def exclusive(first: ResidualAdd, second: ResidualAdd) -> bool:
+    """True when the two adds sit in different branches of one runtime `if`."""
+    branches = dict(first.condition)
+    return any(if_id in branches and branches[if_id] != branch for if_id, branch in second.condition)
+
+
+def residual_placement(add: ResidualAdd) -> str:
+    if add.placement == "post" and add.skip_scaled:
+        return "deepnorm"
+    if add.placement == "pre" and add.parallel:
+        return "parallel-pre"
+    return add.placement
+
+
+def combined_placement(adds: list[ResidualAdd]) -> str:
+    """One label for a group of residuals: the shared placement, "mixed", or "configurable"."""
+    placements = {residual_placement(add) for add in adds if add.placement != "none"}
+    if not placements:
+        return "none" if adds else "unknown"
+    if len(placements) == 1:
+        return placements.pop()
+    families = {placement_family(p) for p in placements}
+    if families == {"pre"}:
+        return "parallel-pre" if "parallel-pre" in placements else "pre"
+    if families == {"post"}:
+        return "post"
+    mixing = [
+        (a, b) for a in adds for b in adds
+        if placement_family(residual_placement(a)) == "pre"
+        and placement_family(residual_placement(b)) == "post" and not exclusive(a, b)
+    ]
+    return "mixed" if mixing else "configurable"
+
+
+def placement_family(placement: str) -> str:
+    if placement in ("pre", "parallel-pre", "sandwich"):
+        return "pre"
+    if placement in ("post", "deepnorm"):
+        return "post"
+    return placement

@@ -1,0 +1,24 @@
+"""Reporters: render a Report as text, JSON, SARIF or GitHub workflow commands."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from reslint.runner import Report
+from reslint.settings import Settings
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def render(report: Report, fmt: str, settings: Settings, stream: TextIO) -> None:
+    if fmt == "text":
+        from reslint.reporters.text import render_text as renderer
+    elif fmt == "json":
+        from reslint.reporters.json import render_json as renderer
+    elif fmt == "sarif":
+        from reslint.reporters.sarif import render_sarif as renderer
+    elif fmt == "github":
+        from reslint.reporters.github import render_github as renderer
+    else:
+        raise ValueError(f"unknown output format: {fmt!r} (expected one of {', '.join(FORMATS)})")
+    renderer(report, settings, stream)

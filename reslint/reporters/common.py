@@ -1,0 +1,49 @@
+"""What several reporters share: counts per code, and paths relative to the repository root."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+from reslint.findings import Finding
+
+
+def counts_by_code(findings: list[Finding]) -> list[tuple[str, int]]:
+    """(code, count) by count descending, then code."""
+    counts = Counter(finding.code for finding in findings)
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def repository_root(fallback: str, start: str | None = None) -> str:
+    """The git toplevel above `start` (default: the cwd), found by its `.git` entry; else `fallback`."""
+    directory = Path(os.path.abspath(start or os.getcwd()))
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return str(candidate)
+    return os.path.abspath(fallback)
+
+
+def repository_path(path: str, root: str) -> str | None:
+    """`path` (relative to the cwd, or absolute) relative to `root` with forward slashes; None if outside."""
+    absolute = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(absolute, root)
+    except ValueError:
+        return None
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return None
+    return Path(relative).as_posix()
+
+
+def artifact_uri(path: str, root: str) -> tuple[str, bool]:
+    """A URI for `path`: (relative URI, True) under `root`, else (absolute file URI, False)."""
+    relative = repository_path(path, root)
+    if relative is None:
+        return Path(os.path.abspath(path)).as_uri(), False
+    return quote(relative, safe="/"), True

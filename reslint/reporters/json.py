@@ -1,0 +1,40 @@
+"""Machine output: one deterministic JSON document (DESIGN.md fixes its keys)."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+import reslint
+from reslint.catalog import RULES
+from reslint.reporters.common import counts_by_code
+from reslint.runner import Report
+from reslint.settings import Settings
+
+
+def report_document(report: Report) -> dict:
+    return {
+        "version": reslint.__version__,
+        "findings": [finding.to_dict() for finding in report.findings],
+        "models": [model.to_dict() for model in report.models],
+        "summary": {
+            "files": report.files_checked,
+            "findings": len(report.findings),
+            "errors": report.count("error"),
+            "warnings": report.count("warning"),
+            "infos": report.count("info"),
+            "by_code": {code: count for code, count in sorted(counts_by_code(report.findings))},
+        },
+    }
+
+
+def statistics_document(report: Report) -> list[dict]:
+    return [
+        {"code": code, "name": RULES[code].name, "count": count}
+        for code, count in counts_by_code(report.findings)
+    ]
+
+
+def render_json(report: Report, settings: Settings, stream: TextIO) -> None:
+    document = statistics_document(report) if settings.statistics else report_document(report)
+    stream.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,50 @@
+"""Rules: small pure functions of facts. One module per rule; each yields findings.
+
+A rule never parses or traces: it reads `FileFacts` only, so the static and the trace
+engine feed the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from reslint.facts import FileFacts
+from reslint.findings import Finding
+from reslint.rules import (
+    rl001_residual_shape_mismatch,
+    rl003_dropout_on_skip_path,
+    rl101_post_ln,
+    rl102_mixed_norm_placement,
+    rl103_missing_final_norm,
+    rl104_deep_post_ln,
+    rl201_batchnorm_in_sequence_model,
+    rl401_norm_unbiased_variance,
+    rl402_norm_over_sequence,
+    rl403_norm_without_eps,
+    rl501_ffn_without_activation,
+)
+from reslint.settings import Settings
+
+Rule = Callable[[FileFacts, Settings], Iterable[Finding]]
+
+FACT_RULES: dict[str, Rule] = {
+    "RL001": rl001_residual_shape_mismatch.check,
+    "RL003": rl003_dropout_on_skip_path.check,
+    "RL101": rl101_post_ln.check,
+    "RL102": rl102_mixed_norm_placement.check,
+    "RL103": rl103_missing_final_norm.check,
+    "RL104": rl104_deep_post_ln.check,
+    "RL201": rl201_batchnorm_in_sequence_model.check,
+    "RL401": rl401_norm_unbiased_variance.check,
+    "RL402": rl402_norm_over_sequence.check,
+    "RL403": rl403_norm_without_eps.check,
+    "RL501": rl501_ffn_without_activation.check,
+}
+
+
+def run_rules(facts: FileFacts, settings: Settings) -> list[Finding]:
+    findings: list[Finding] = []
+    for code, rule in FACT_RULES.items():
+        if settings.enabled(code):
+            findings.extend(rule(facts, settings))
+    return findings

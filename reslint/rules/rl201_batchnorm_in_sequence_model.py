@@ -1,0 +1,26 @@
+"""RL201: BatchNorm in a model that processes sequences."""
+
+from __future__ import annotations
+
+from reslint.facts import FileFacts
+from reslint.findings import Finding
+from reslint.settings import Settings
+
+# BatchNorm2d/3d normalise images and volumes (the CNN case); these variants see (batch, channels, time).
+SEQUENCE_BATCHNORMS = {"BatchNorm1d", "SyncBatchNorm", "LazyBatchNorm1d", "batch_norm"}
+
+
+def check(facts: FileFacts, settings: Settings):
+    markers = {name: model.sequence_markers for model in facts.models for name in model.classes
+               if model.sequence_markers}
+    for norm in facts.norms:
+        if norm.kind != "batchnorm" or norm.variant not in SEQUENCE_BATCHNORMS or not norm.in_sequence_model:
+            continue
+        why = ", ".join(markers.get(norm.owner, ())[:2]) or "sequence inputs"
+        yield Finding(
+            "RL201",
+            f"{norm.variant} in `{norm.owner}`, part of a sequence model ({why}): its statistics mix samples "
+            "and positions of the batch and padding, and differ between training and inference; "
+            "use nn.LayerNorm or nn.RMSNorm over the feature dimension",
+            norm.span.path, norm.span.line, norm.span.column, symbol=norm.owner, engine=facts.engine,
+        )

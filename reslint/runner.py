@@ -1,0 +1,134 @@
+"""`reslint check`'s pipeline: discover → (cache | analyse) → suppress → filter → dedupe → sort."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from reslint.cache import FileCache
+from reslint.discovery import SourceFile, discover, matches_glob
+from reslint.findings import FileResult, Finding, ModelSummary
+from reslint.settings import Settings
+from reslint.suppression import filter_suppressed
+
+
+@dataclass(frozen=True)
+class InternalError:
+    """An exception raised while analysing one file; the run goes on with the other files."""
+
+    path: str
+    error: str  # "ValueError: message"
+    traceback: str
+
+
+@dataclass
+class FileOutcome:
+    findings: list[Finding] = field(default_factory=list)
+    models: list[ModelSummary] = field(default_factory=list)
+    error: InternalError | None = None
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    models: list[ModelSummary] = field(default_factory=list)
+    files_checked: int = 0
+    internal_errors: list[InternalError] = field(default_factory=list)
+
+    def count(self, severity: str) -> int:
+        return sum(1 for finding in self.findings if finding.effective_severity == severity)
+
+    def fails(self, fail_on: str) -> bool:
+        return any(finding.at_least(fail_on) for finding in self.findings)
+
+
+def check_paths(paths: Iterable[str], settings: Settings) -> Report:
+    """Check files and directories; raises DiscoveryError for a path that does not exist."""
+    sources = discover(paths, settings.root, settings.exclude)
+    return check_sources(sources, settings)
+
+
+def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
+    jobs = settings.jobs or os.cpu_count() or 1
+    if len(sources) > 1 and jobs > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
+            chunksize = max(1, len(sources) // (min(jobs, len(sources)) * 4))
+            outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
+    else:
+        outcomes = [check_source(source, settings) for source in sources]
+    return merge(outcomes, len(sources))
+
+
+def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
+    report = Report(files_checked=files_checked)
+    for outcome in outcomes:
+        report.findings.extend(outcome.findings)
+        report.models.extend(outcome.models)
+        if outcome.error is not None:
+            report.internal_errors.append(outcome.error)
+    report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
+    report.models.sort(key=lambda model: (model.path, model.line, model.name))
+    return report
+
+
+def dedupe(findings: list[Finding]) -> list[Finding]:
+    """One finding per (path, line, code): both engines may report the same place."""
+    seen: set[tuple[str, int, str]] = set()
+    unique = []
+    for finding in findings:
+        key = (finding.path, finding.line, finding.code)
+        if key not in seen:
+            seen.add(key)
+            unique.append(finding)
+    return unique
+
+
+def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
+    """Everything for one file; runs in a worker process, so it never raises."""
+    try:
+        result, text = analyse_source(source, settings)
+        findings = filter_suppressed(result.findings, text)
+        findings = [finding for finding in findings if is_reported(finding, source, settings)]
+        return FileOutcome(findings=findings, models=list(result.models))
+    except Exception as error:  # noqa: BLE001 - one broken file must not end the run
+        return FileOutcome(error=InternalError(
+            path=source.display,
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(),
+        ))
+
+
+def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, str | None]:
+    """The file's unfiltered result (from the cache when possible) and its decoded text."""
+    from reslint.analysis import analyze_file, decode_source
+
+    try:
+        with open(source.path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
+    cache = FileCache(settings.root, settings) if settings.cache else None
+    result = cache.load(source.display, data) if cache else None
+    if result is None:
+        result = analyze_file(source.display, data, settings)
+        if cache:
+            cache.store(source.display, data, result)
+    try:
+        text = decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        text = None
+    return result, text
+
+
+def is_reported(finding: Finding, source: SourceFile, settings: Settings) -> bool:
+    if not settings.enabled(finding.code):
+        return False
+    return not any(
+        finding.code in codes and matches_glob(source.relative, glob)
+        for glob, codes in settings.per_file_ignores
+    )
+

@@ -1,0 +1,1005 @@
+"""Abstract interpretation of `forward` into a dataflow graph, inlining the file's own modules.
+
+Follows reassigned and renamed temporaries, `+=`, `torch.add`, submodules from `__init__`
+(containers, comprehensions, helper modules), callables and lambdas passed as sublayers,
+and modules that receive the skip tensor as an argument. Loops run once; `if`s whose
+condition folds to a constant take one branch, others take both and merge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+
+import libcst as cst
+
+from reslint.static import torch_api
+from reslint.static.graph import Frame, Graph, Node
+from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr
+
+MAX_INLINE_DEPTH = 12
+
+
+# ----- abstract values ------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class SelfRef:
+    cls: ClassInfo
+    spec: ModuleSpec | None
+
+
+@dataclass(eq=False)
+class ModRef:
+    spec: ModuleSpec
+    path: str  # "self.blocks"
+    stack_key: str = ""
+
+
+@dataclass(eq=False)
+class ElemRef:
+    container: ModRef
+    index: int | None
+
+
+@dataclass(eq=False)
+class QualName:
+    name: str  # "torch.nn.functional.relu"
+
+
+@dataclass(eq=False)
+class Method:
+    owner: SelfRef
+    func: cst.FunctionDef
+
+
+@dataclass(eq=False)
+class Function:
+    func: cst.FunctionDef
+
+
+@dataclass(eq=False)
+class Lambda:
+    node: cst.Lambda
+    closure: dict
+    scope: Scope
+
+
+@dataclass(eq=False)
+class TensorMethod:
+    target: Node
+    name: str
+
+
+@dataclass(eq=False)
+class TupleValue:
+    items: tuple
+
+
+@dataclass(eq=False)
+class Const:
+    value: object
+
+
+class Shape:
+    """A value derived only from a tensor's shape, device or dtype: not a data dependency."""
+
+
+class Unknown:
+    pass
+
+
+SHAPE = Shape()
+UNKNOWN_VALUE = Unknown()
+
+
+@dataclass(eq=False)
+class Scope:
+    cls: ClassInfo | None
+    self_value: SelfRef | None
+    frames: tuple
+    condition: tuple
+    env: dict = field(default_factory=dict)
+    returns: list = field(default_factory=list)
+    depth: int = 0
+
+
+class Evaluator:
+    def __init__(self, index: FileIndex, positions, path: str):
+        self.index = index
+        self.positions = positions
+        self.path = path
+        self.graph = Graph()
+        self.if_ids = count(1)
+        self.norm_class_kinds: dict[str, str | None] = {}
+        self.source_text: dict[int, str] = {}
+
+    # ----- entry points ---------------------------------------------------------
+
+    def evaluate_class(self, info: ClassInfo) -> Graph:
+        forward = self.index.method(info, "forward")
+        if forward is None:
+            return self.graph
+        self_value = SelfRef(info, None)
+        scope = Scope(info, self_value, (Frame("module", info.name),), ())
+        args = [self_value] + self._fresh_params(forward, scope, skip_self=True)
+        result = self._run_function(forward, scope, args, {})
+        for node in self._nodes_of(result):
+            self.graph.outputs.append(node)
+        return self.graph
+
+    def evaluate_function(self, func: cst.FunctionDef, owner: str = "") -> Graph:
+        scope = Scope(None, None, (Frame("module", owner),) if owner else (), ())
+        args = self._fresh_params(func, scope, skip_self=False)
+        result = self._run_function(func, scope, args, {})
+        for node in self._nodes_of(result):
+            self.graph.outputs.append(node)
+        return self.graph
+
+    def _fresh_params(self, func: cst.FunctionDef, scope: Scope, skip_self: bool) -> list:
+        params = list(func.params.posonly_params) + list(func.params.params)
+        if skip_self and params:
+            params = params[1:]
+        return [self._input(p.name.value, p, scope) for p in params]
+
+    def _input(self, name: str, where: cst.CSTNode, scope: Scope) -> Node:
+        line, column = self.position(where)
+        return self.graph.add("input", (), line, column, scope.frames, scope.condition, name=name)
+
+    # ----- helpers -----------------------------------------------------------------
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        try:
+            start = self.positions[node].start
+            return start.line, start.column + 1
+        except KeyError:
+            return 0, 0
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.index.module.code_for_node(node).strip()
+
+    def _nodes_of(self, value) -> list[Node]:
+        if isinstance(value, Node):
+            return [value]
+        if isinstance(value, TupleValue):
+            found = []
+            for item in value.items:
+                found.extend(self._nodes_of(item))
+            return found
+        return []
+
+    def tensor(self, value, where: cst.CSTNode, scope: Scope) -> Node | None:
+        """The Node a value contributes as a tensor operand (None for shapes/unknowns)."""
+        if isinstance(value, Node):
+            return value
+        if isinstance(value, TupleValue):
+            nodes = self._nodes_of(value)
+            return nodes[0] if nodes else None
+        return None
+
+    def operand(self, value, where: cst.CSTNode, scope: Scope) -> Node:
+        node = self.tensor(value, where, scope)
+        if node is not None:
+            return node
+        line, column = self.position(where)
+        if isinstance(value, Const):
+            return self.graph.add("const", (), line, column, scope.frames, scope.condition, value=value.value)
+        if isinstance(value, ModRef):
+            return self.graph.add("attr", (), line, column, scope.frames, scope.condition, name=value.path)
+        return self.graph.add("const", (), line, column, scope.frames, scope.condition, value=None)
+
+    def new(self, op: str, inputs, where: cst.CSTNode, scope: Scope, **info) -> Node:
+        line, column = self.position(where)
+        return self.graph.add(op, inputs, line, column, scope.frames, scope.condition, **info)
+
+    # ----- functions and statements --------------------------------------------------
+
+    def _run_function(self, func: cst.FunctionDef, scope: Scope, args: list, kwargs: dict):
+        self._bind_params(func.params, scope, args, kwargs)
+        self._run_block(func.body, scope)
+        return self._merge_returns(scope, func)
+
+    def _merge_returns(self, scope: Scope, where: cst.CSTNode):
+        values = [v for v in scope.returns if not isinstance(v, (Unknown, Const))]
+        if not values:
+            return scope.returns[0] if scope.returns else UNKNOWN_VALUE
+        if len(values) == 1:
+            return values[0]
+        nodes = [self.tensor(v, where, scope) for v in values]
+        nodes = [n for n in nodes if n is not None]
+        if not nodes:
+            return values[0]
+        if all(isinstance(v, TupleValue) for v in values):
+            return values[-1]
+        unique = list(dict.fromkeys(nodes))
+        if len(unique) == 1:
+            return values[0]
+        return self.new("phi", unique, where, scope)
+
+    def _bind_params(self, params: cst.Parameters, scope: Scope, args: list, kwargs: dict) -> None:
+        positional = list(params.posonly_params) + list(params.params)
+        for index, param in enumerate(positional):
+            name = param.name.value
+            if index < len(args):
+                scope.env[name] = args[index]
+            elif name in kwargs:
+                scope.env[name] = kwargs.pop(name)
+            elif param.default is not None:
+                scope.env[name] = self._default(param.default)
+            else:
+                scope.env[name] = self._input(name, param, scope)
+        for param in params.kwonly_params:
+            name = param.name.value
+            if name in kwargs:
+                scope.env[name] = kwargs.pop(name)
+            elif param.default is not None:
+                scope.env[name] = self._default(param.default)
+            else:
+                scope.env[name] = self._input(name, param, scope)
+        if isinstance(params.star_arg, cst.Param):
+            extra = args[len(positional):]
+            scope.env[params.star_arg.name.value] = TupleValue(tuple(extra))
+        if isinstance(params.star_kwarg, cst.Param):
+            scope.env[params.star_kwarg.name.value] = UNKNOWN_VALUE
+
+    def _default(self, expr: cst.BaseExpression):
+        value = self.index.fold(None, expr)
+        return UNKNOWN_VALUE if value is UNKNOWN else Const(value)
+
+    def _run_block(self, block, scope: Scope) -> bool:
+        """Run statements; returns False once a `return`/`raise` ends the block."""
+        body = block.body if isinstance(block, (cst.IndentedBlock,)) else block
+        if isinstance(block, cst.SimpleStatementSuite):
+            body = block.body
+        for statement in body:
+            if not self._run_statement(statement, scope):
+                return False
+        return True
+
+    def _run_statement(self, statement, scope: Scope) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if not self._run_small(small, scope):
+                    return False
+            return True
+        if isinstance(statement, (cst.Return, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Raise)):
+            return self._run_small(statement, scope)
+        if isinstance(statement, cst.If):
+            return self._run_if(statement, scope)
+        if isinstance(statement, (cst.For,)):
+            self._run_for(statement, scope)
+            return True
+        if isinstance(statement, cst.While):
+            self._run_block(statement.body, scope)
+            return True
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                value = self.eval(item.item, scope)
+                if item.asname is not None:
+                    self.assign(item.asname.name, value, scope)
+            return self._run_block(statement.body, scope)
+        if isinstance(statement, cst.Try):
+            return self._run_block(statement.body, scope)
+        if isinstance(statement, cst.FunctionDef):
+            scope.env[statement.name.value] = Function(statement)
+            return True
+        return True
+
+    def _run_small(self, small, scope: Scope) -> bool:
+        if isinstance(small, cst.Return):
+            scope.returns.append(self.eval(small.value, scope) if small.value is not None else Const(None))
+            return False
+        if isinstance(small, cst.Raise):
+            return False
+        if isinstance(small, cst.Assign):
+            value = self.eval(small.value, scope)
+            for target in small.targets:
+                self.assign(target.target, value, scope)
+            return True
+        if isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.assign(small.target, self.eval(small.value, scope), scope)
+            return True
+        if isinstance(small, cst.AugAssign):
+            left = self.eval(small.target, scope)
+            right = self.eval(small.value, scope)
+            operator = {cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul",
+                        cst.DivideAssign: "div", cst.MatrixMultiplyAssign: "matmul"}.get(type(small.operator))
+            if operator is None:
+                return True
+            if operator == "add" and isinstance(left, TupleValue):
+                self.assign(small.target, TupleValue(left.items + (right,)), scope)
+                return True
+            result = self.binary(operator, [(left, small.target), (right, small.value)], small, scope)
+            self.assign(small.target, result, scope)
+            return True
+        if isinstance(small, cst.Expr):
+            self.eval(small.value, scope)
+        return True
+
+    def assign(self, target, value, scope: Scope) -> None:
+        if isinstance(target, cst.Name):
+            scope.env[target.value] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if isinstance(value, SplitValue):
+                for element in elements:
+                    self.assign(element, value.node, scope)
+            elif isinstance(value, TupleValue) and len(value.items) == len(elements):
+                for element, item in zip(elements, value.items):
+                    self.assign(element, item, scope)
+            else:
+                for index, element in enumerate(elements):
+                    self.assign(element, self.index_value(value, index, element, scope), scope)
+
+    def index_value(self, value, index, where, scope: Scope):
+        if isinstance(value, TupleValue):
+            if isinstance(index, int) and -len(value.items) <= index < len(value.items):
+                return value.items[index]
+            return UNKNOWN_VALUE
+        if isinstance(value, Node):
+            return self.new("pass", (value,), where, scope, name="getitem", width_changing=True)
+        return value if isinstance(value, Shape) else UNKNOWN_VALUE
+
+    def _run_if(self, statement: cst.If, scope: Scope) -> bool:
+        decided = self.fold_condition(statement.test, scope)
+        if decided is True:
+            return self._run_block(statement.body, scope)
+        if decided is False:
+            if isinstance(statement.orelse, cst.Else):
+                return self._run_block(statement.orelse.body, scope)
+            if isinstance(statement.orelse, cst.If):
+                return self._run_if(statement.orelse, scope)
+            return True
+        self.eval(statement.test, scope)
+        if_id = next(self.if_ids)
+        before = dict(scope.env)
+        branches = []
+        continues = []
+        alternatives = [statement.body]
+        if isinstance(statement.orelse, cst.Else):
+            alternatives.append(statement.orelse.body)
+        elif isinstance(statement.orelse, cst.If):
+            alternatives.append(statement.orelse)
+        else:
+            alternatives.append(None)
+        for branch_index, body in enumerate(alternatives):
+            scope.env = dict(before)
+            saved_condition = scope.condition
+            scope.condition = saved_condition + ((if_id, branch_index),)
+            if body is None:
+                flows = True
+            elif isinstance(body, cst.If):
+                flows = self._run_if(body, scope)
+            else:
+                flows = self._run_block(body, scope)
+            scope.condition = saved_condition
+            if flows:
+                branches.append(scope.env)
+            continues.append(flows)
+        if not branches:
+            scope.env = before
+            return False
+        scope.env = self._merge_envs(branches, statement, scope)
+        return True
+
+    def _merge_envs(self, envs: list[dict], where, scope: Scope) -> dict:
+        merged = dict(envs[0])
+        for name in set().union(*envs):
+            values = [env.get(name) for env in envs if name in env]
+            if len(values) != len(envs):
+                merged[name] = next(v for v in values if v is not None)
+                continue
+            nodes = [v for v in values if isinstance(v, Node)]
+            if len(nodes) == len(values) and len({id(n) for n in nodes}) > 1:
+                merged[name] = self.new("phi", list(dict.fromkeys(nodes)), where, scope)
+            else:
+                tensor_values = [v for v in values if isinstance(v, (Node, TupleValue))]
+                merged[name] = tensor_values[-1] if tensor_values else values[0]
+        return merged
+
+    def fold_condition(self, test, scope: Scope):
+        """True/False when the condition folds from literals and constructor defaults; None otherwise."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.fold_condition(test.expression, scope)
+            return None if inner is None else not inner
+        if isinstance(test, cst.Name) and test.value in scope.env:
+            value = scope.env[test.value]
+            return bool(value.value) if isinstance(value, Const) else None
+        if isinstance(test, cst.Attribute) and is_self_attr(test) and scope.self_value is not None:
+            return self.fold_self_attr(scope.self_value, test.attr.value)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            comparison = test.comparisons[0]
+            if isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(comparison.comparator, cst.Name) \
+                    and comparison.comparator.value == "None":
+                left = self.eval(test.left, scope)
+                if isinstance(left, Const):
+                    is_none = left.value is None
+                    return is_none if isinstance(comparison.operator, cst.Is) else not is_none
+                if isinstance(left, (ModRef, Node)):
+                    return not isinstance(comparison.operator, cst.Is)
+        return None
+
+    def fold_self_attr(self, self_value: SelfRef, attr: str):
+        info = self_value.cls
+        expr = self.index.attr_value(info, attr)
+        if expr is None:
+            return None
+        value = self.index.fold(info, expr)
+        if self_value.spec is not None and isinstance(expr, cst.Name) and expr.value in info.init_defaults:
+            passed = self._constructor_arg(self_value.spec, info, expr.value)
+            if passed is not None:
+                value = self.index.fold(self_value.spec.owner, passed)
+        if value is UNKNOWN:
+            return None
+        return bool(value)
+
+    def _constructor_arg(self, spec: ModuleSpec, info: ClassInfo, name: str):
+        init = info.methods.get("__init__")
+        if init is None:
+            return None
+        names = [p.name.value for p in list(init.params.posonly_params) + list(init.params.params)][1:]
+        position = names.index(name) if name in names else 10_000
+        return spec.arg(position, name)
+
+    def _run_for(self, statement: cst.For, scope: Scope) -> None:
+        iterable = self.eval(statement.iter, scope)
+        element = self.iteration_element(iterable, statement, scope)
+        self.assign(statement.target, element, scope)
+        self._run_block(statement.body, scope)
+
+    def iteration_element(self, iterable, where, scope: Scope):
+        if isinstance(iterable, ModRef) and iterable.spec.kind == "container":
+            self._note_iteration(iterable, where)
+            return ElemRef(iterable, None)
+        if isinstance(iterable, TupleValue):
+            if iterable.items and all(isinstance(i, (ModRef, ElemRef)) for i in iterable.items):
+                return iterable.items[0]
+            return iterable.items[0] if iterable.items else UNKNOWN_VALUE
+        if isinstance(iterable, ZipValue):
+            return TupleValue(tuple(self.iteration_element(part, where, scope) for part in iterable.parts))
+        if isinstance(iterable, EnumerateValue):
+            return TupleValue((Const(0), self.iteration_element(iterable.inner, where, scope)))
+        if isinstance(iterable, Node):
+            return self.new("pass", (iterable,), where, scope, name="iter", width_changing=True)
+        return UNKNOWN_VALUE
+
+    def _note_iteration(self, ref: ModRef, where) -> None:
+        key = self.stack_key(ref)
+        if key and key not in self.graph.stack_iterations:
+            self.graph.stack_iterations[key] = self.position(where)
+
+    def stack_key(self, ref: ModRef) -> str:
+        spec = ref.spec
+        if spec.kind != "container" or spec.owner is None:
+            return ""
+        return f"{spec.owner.name}.{spec.attr or ref.path}"
+
+    # ----- expressions -----------------------------------------------------------------
+
+    def eval(self, expr, scope: Scope):
+        if expr is None:
+            return Const(None)
+        handler = getattr(self, "eval_" + type(expr).__name__, None)
+        if handler is None:
+            return UNKNOWN_VALUE
+        return handler(expr, scope)
+
+    def eval_Name(self, expr: cst.Name, scope: Scope):
+        name = expr.value
+        if name in scope.env:
+            return scope.env[name]
+        if name == "self" and scope.self_value is not None:
+            return scope.self_value
+        if name in ("True", "False", "None"):
+            return Const({"True": True, "False": False, "None": None}[name])
+        if name in self.index.functions:
+            return Function(self.index.functions[name])
+        if name in self.index.classes:
+            return QualName(name)
+        if name in self.index.constants:
+            value = self.index.fold(None, self.index.constants[name])
+            return UNKNOWN_VALUE if value is UNKNOWN else Const(value)
+        qualified = self.index.aliases.get(name)
+        if qualified is not None:
+            return QualName(qualified)
+        if name in ("range", "len", "enumerate", "zip", "isinstance", "getattr", "hasattr", "tuple", "list",
+                    "int", "float", "min", "max", "sum", "super", "print", "dict"):
+            return QualName(name)
+        return UNKNOWN_VALUE
+
+    def eval_Integer(self, expr, scope):
+        return Const(int(expr.value.replace("_", ""), 0))
+
+    def eval_Float(self, expr, scope):
+        return Const(float(expr.value.replace("_", "")))
+
+    def eval_SimpleString(self, expr, scope):
+        return Const(expr.evaluated_value)
+
+    def eval_ConcatenatedString(self, expr, scope):
+        return Const("")
+
+    def eval_FormattedString(self, expr, scope):
+        return Const("")
+
+    def eval_Tuple(self, expr: cst.Tuple, scope):
+        return TupleValue(tuple(self.eval(e.value, scope) for e in expr.elements))
+
+    eval_List = eval_Tuple
+
+    def eval_Dict(self, expr, scope):
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement):
+                self.eval(element.value, scope)
+        return UNKNOWN_VALUE
+
+    def eval_Lambda(self, expr: cst.Lambda, scope):
+        return Lambda(expr, dict(scope.env), scope)
+
+    def eval_IfExp(self, expr: cst.IfExp, scope):
+        decided = self.fold_condition(expr.test, scope)
+        if decided is True:
+            return self.eval(expr.body, scope)
+        if decided is False:
+            return self.eval(expr.orelse, scope)
+        body = self.eval(expr.body, scope)
+        orelse = self.eval(expr.orelse, scope)
+        if isinstance(body, Node) and isinstance(orelse, Node) and body is not orelse:
+            return self.new("phi", (body, orelse), expr, scope)
+        if isinstance(body, (Node, TupleValue)):
+            return body
+        return orelse
+
+    def eval_UnaryOperation(self, expr: cst.UnaryOperation, scope):
+        value = self.eval(expr.expression, scope)
+        if isinstance(value, Const) and isinstance(value.value, (int, float)):
+            if isinstance(expr.operator, cst.Minus):
+                return Const(-value.value)
+            return value
+        if isinstance(value, Node):
+            return self.new("neg" if isinstance(expr.operator, cst.Minus) else "pass", (value,), expr, scope)
+        return value
+
+    def eval_BooleanOperation(self, expr, scope):
+        self.eval(expr.left, scope)
+        self.eval(expr.right, scope)
+        return UNKNOWN_VALUE
+
+    def eval_Comparison(self, expr, scope):
+        self.eval(expr.left, scope)
+        return UNKNOWN_VALUE
+
+    def eval_Subscript(self, expr: cst.Subscript, scope):
+        value = self.eval(expr.value, scope)
+        index = None
+        if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            folded = self.eval(expr.slice[0].slice.value, scope)
+            if isinstance(folded, Const) and isinstance(folded.value, int):
+                index = folded.value
+        if isinstance(value, ModRef) and value.spec.named and len(expr.slice) == 1 and isinstance(
+                expr.slice[0].slice, cst.Index):
+            key = self.eval(expr.slice[0].slice.value, scope)
+            if isinstance(key, Const) and key.value in value.spec.named:
+                return ModRef(value.spec.named[key.value], f"{value.path}[{key.value!r}]")
+        if isinstance(value, ModRef) and value.spec.kind == "container":
+            if value.spec.repeated and index is None:
+                self._note_iteration(value, expr)
+            return ElemRef(value, index)
+        if isinstance(value, (Shape,)):
+            return SHAPE
+        if isinstance(value, Node):
+            # Index tensors (masks, positions) are data too, but slicing a stream keeps its source.
+            for element in expr.slice:
+                if isinstance(element.slice, cst.Index):
+                    self.eval(element.slice.value, scope)
+            return self.new("pass", (value,), expr, scope, name="getitem", width_changing=True)
+        return self.index_value(value, index, expr, scope)
+
+    def eval_Attribute(self, expr: cst.Attribute, scope):
+        attr = expr.attr.value
+        base = self.eval(expr.value, scope)
+        if isinstance(base, SelfRef):
+            spec = self.index.submodule(base.cls, attr)
+            if spec is not None and spec.kind != "passed":
+                return ModRef(spec, f"self.{attr}")
+            if spec is not None and spec.kind == "passed":
+                passed = self._passed_module(base, spec)
+                if passed is not None:
+                    return passed
+                return ModRef(spec, f"self.{attr}")
+            method = self.index.method(base.cls, attr)
+            if method is not None:
+                return Method(base, method)
+            if attr in ("training",):
+                return UNKNOWN_VALUE
+            value = self.fold_self_attr_value(base, attr)
+            if value is not None:
+                return value
+            return self.new("attr", (), expr, scope, name=f"self.{attr}")
+        if isinstance(base, ModRef) and base.spec.kind == "container" and attr in base.spec.named:
+            return ModRef(base.spec.named[attr], f"{base.path}.{attr}")
+        if isinstance(base, QualName):
+            return QualName(f"{base.name}.{attr}")
+        if isinstance(base, Node):
+            if attr in torch_api.SHAPE_ATTRIBUTES:
+                return SHAPE
+            if attr in ("T", "mT", "H", "real", "data"):
+                return self.new("pass", (base,), expr, scope, name=attr, width_changing=attr != "data")
+            return TensorMethod(base, attr)
+        if isinstance(base, TupleValue):
+            nodes = self._nodes_of(base)
+            if nodes and attr not in torch_api.SHAPE_ATTRIBUTES:
+                # model outputs with fields (`outputs.last_hidden_state`): the first tensor is the stream
+                return nodes[0]
+            return SHAPE if nodes else UNKNOWN_VALUE
+        if isinstance(base, Shape):
+            return SHAPE
+        return UNKNOWN_VALUE
+
+    def _passed_module(self, self_value: SelfRef, spec: ModuleSpec):
+        """A module handed to the constructor (`self.ffn = ffn`): resolve it from the call site when known."""
+        if self_value.spec is None:
+            return None
+        passed = self._constructor_arg(self_value.spec, self_value.cls, spec.name)
+        if passed is None:
+            return None
+        owner = self_value.spec.owner
+        if owner is None:
+            return None
+        resolved = self.index.spec_from_expr(owner, passed, {})
+        if resolved is None and isinstance(passed, cst.Attribute) and is_self_attr(passed):
+            resolved = self.index.submodule(owner, passed.attr.value)
+        if resolved is None or resolved.kind == "passed":
+            return None
+        return ModRef(resolved, f"self.{spec.attr}")
+
+    def fold_self_attr_value(self, self_value: SelfRef, attr: str):
+        expr = self.index.attr_value(self_value.cls, attr)
+        if expr is None:
+            return None
+        value = self.index.fold(self_value.cls, expr)
+        if value is UNKNOWN or isinstance(value, bool) is False and not isinstance(value, (int, float)):
+            if value is None:
+                return Const(None)
+            return None
+        return Const(value)
+
+    def eval_BinaryOperation(self, expr: cst.BinaryOperation, scope):
+        operator = {cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
+                    cst.MatrixMultiply: "matmul", cst.Power: "pow", cst.FloorDivide: "div",
+                    cst.Modulo: "func"}.get(type(expr.operator), "func")
+        if operator == "add":
+            terms = self._flatten_sum(expr)
+            values = [(self.eval(term, scope), term) for term in terms]
+            return self.binary("add", values, expr, scope)
+        left = self.eval(expr.left, scope)
+        right = self.eval(expr.right, scope)
+        return self.binary(operator, [(left, expr.left), (right, expr.right)], expr, scope)
+
+    def _flatten_sum(self, expr, top: bool = True) -> list:
+        """`a + b + c` → [a, b, c]; a parenthesised inner sum stays one term."""
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and (top or not expr.lpar):
+            return self._flatten_sum(expr.left, False) + self._flatten_sum(expr.right, False)
+        return [expr]
+
+    def binary(self, operator: str, operands: list, where, scope: Scope):
+        values = [value for value, _ in operands]
+        if all(isinstance(v, Const) and isinstance(v.value, (int, float)) for v in values):
+            return self._fold_binary(operator, [v.value for v in values])
+        if any(isinstance(v, TupleValue) for v in values) and operator == "add":
+            items = ()
+            for value in values:
+                items += value.items if isinstance(value, TupleValue) else (value,)
+            return TupleValue(items)
+        if not any(isinstance(v, Node) for v in values):
+            return SHAPE if any(isinstance(v, Shape) for v in values) else UNKNOWN_VALUE
+        inputs = [self.operand(value, term, scope) for value, term in operands]
+        texts = [self.code(term) for _, term in operands]
+        return self.new(operator, inputs, where, scope, terms=texts)
+
+    def _fold_binary(self, operator, numbers):
+        try:
+            result = numbers[0]
+            for number in numbers[1:]:
+                result = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+                          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}[operator](result, number)
+            return Const(result)
+        except (KeyError, ZeroDivisionError, OverflowError, TypeError):
+            return UNKNOWN_VALUE
+
+    # ----- calls ---------------------------------------------------------------------------
+
+    def eval_Call(self, expr: cst.Call, scope: Scope):
+        callee = self.eval(expr.func, scope)
+        args, kwargs = [], {}
+        for arg in expr.args:
+            value = self.eval(arg.value, scope)
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            elif arg.star == "*" and isinstance(value, TupleValue):
+                args.extend(value.items)
+            elif arg.star == "":
+                args.append(value)
+        return self.call(callee, args, kwargs, expr, scope)
+
+    def call(self, callee, args: list, kwargs: dict, where: cst.Call, scope: Scope):
+        if isinstance(callee, ModRef):
+            return self.call_module(callee, args, kwargs, where, scope)
+        if isinstance(callee, ElemRef):
+            return self.call_element(callee, args, kwargs, where, scope)
+        if isinstance(callee, Method):
+            return self.inline(callee.func, callee.owner, args, kwargs, where, scope, callee.owner.cls.name)
+        if isinstance(callee, Function):
+            return self.inline(callee.func, None, args, kwargs, where, scope, "")
+        if isinstance(callee, Lambda):
+            return self.call_lambda(callee, args, kwargs, where, scope)
+        if isinstance(callee, TensorMethod):
+            return self.call_tensor_method(callee, args, kwargs, where, scope)
+        if isinstance(callee, QualName):
+            return self.call_qualified(callee.name, args, kwargs, where, scope)
+        if isinstance(callee, Node):
+            # A callable handed in as an argument (`sublayer(x)`): an opaque sublayer.
+            inputs = self._data_args(args, kwargs, where, scope)
+            return self.new("call", inputs, where, scope, name=self.code(where.func))
+        inputs = self._data_args(args, kwargs, where, scope)
+        if inputs:
+            return self.new("func", inputs, where, scope, name=self.code(where.func))
+        return UNKNOWN_VALUE
+
+    def _data_args(self, args, kwargs, where, scope) -> list[Node]:
+        nodes = []
+        for value in list(args) + list(kwargs.values()):
+            nodes.extend(self._nodes_of(value))
+        return list(dict.fromkeys(nodes))
+
+    def call_lambda(self, callee: Lambda, args, kwargs, where, scope: Scope):
+        inner = Scope(callee.scope.cls, callee.scope.self_value, callee.scope.frames, scope.condition,
+                      env=dict(callee.closure), depth=scope.depth + 1)
+        self._bind_params(callee.node.params, inner, list(args), dict(kwargs))
+        return self.eval(callee.node.body, inner)
+
+    def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope, name: str):
+        if scope.depth >= MAX_INLINE_DEPTH or any(f.kind == "function" and f.name == func.name.value
+                                                  for f in scope.frames):
+            inputs = self._data_args(args, kwargs, where, scope)
+            return self.new("func", inputs, where, scope, name=func.name.value) if inputs else UNKNOWN_VALUE
+        frames = scope.frames + (Frame("function", func.name.value),)
+        inner = Scope(owner.cls if owner else None, owner, frames, scope.condition, depth=scope.depth + 1)
+        call_args = list(args)
+        if owner is None and func.params.params and func.params.params[0].name.value == "self":
+            call_args = [UNKNOWN_VALUE] + call_args
+        return self._run_function(func, inner, call_args, dict(kwargs))
+
+    def call_element(self, ref: ElemRef, args, kwargs, where, scope: Scope):
+        container = ref.container
+        elements = container.spec.elements
+        if not elements:
+            inputs = self._data_args(args, kwargs, where, scope)
+            return self.new("module", inputs, where, scope, name=container.path)
+        # `self.layers[i]` in a loop runs a stack; `self.sublayer[0]` picks one module of a container.
+        key = self.stack_key(container) if container.spec.repeated and ref.index is None else ""
+        if ref.index is not None and not container.spec.repeated and -len(elements) <= ref.index < len(elements):
+            chosen = [elements[ref.index]]
+        else:
+            chosen = list(elements)
+        results = []
+        for element in chosen:
+            results.append(self.call_module(ModRef(element, f"{container.path}[i]"), args, dict(kwargs), where,
+                                            scope, stack_key=key))
+        if key:
+            for result in results:
+                self.graph.stack_outputs.setdefault(key, []).extend(self._nodes_of(result)[:1])
+        nodes = [n for r in results for n in self._nodes_of(r)[:1]]
+        if len(results) == 1 or not nodes:
+            return results[0]
+        if len(set(map(id, nodes))) == 1:
+            return results[0]
+        return self.new("phi", list(dict.fromkeys(nodes)), where, scope)
+
+    def call_module(self, ref: ModRef, args, kwargs, where, scope: Scope, stack_key: str = ""):
+        spec = ref.spec
+        name = self.code(where.func) if isinstance(where, cst.Call) else ref.path
+        if spec.kind == "container":
+            return self.call_container(ref, args, kwargs, where, scope)
+        if spec.kind == "local":
+            info = self.index.classes[spec.name]
+            norm_kind = self.norm_class_kind(info)
+            data = self._data_args(args, kwargs, where, scope)
+            if norm_kind is not None:
+                return self.new("norm", data[:1], where, scope, norm_kind=norm_kind, name=name,
+                                norm_form="hand-written", module_class=info.name)
+            forward = self.index.method(info, "forward")
+            recursive = any(f.kind == "module" and f.name == info.name for f in scope.frames)
+            if forward is None or recursive or scope.depth >= MAX_INLINE_DEPTH:
+                return self.new("module", data, where, scope, name=name, module_class=info.name)
+            frames = scope.frames
+            if stack_key:
+                frames = frames + (Frame("stack", info.name, stack_key),)
+            frames = frames + (Frame("module", info.name),)
+            inner = Scope(info, SelfRef(info, spec), frames, scope.condition, depth=scope.depth + 1)
+            result = self._run_function(forward, inner, [SelfRef(info, spec)] + list(args), dict(kwargs))
+            if not self._nodes_of(result) and data:
+                return self.new("module", data, where, scope, name=name, module_class=info.name)
+            return result
+        data = self._data_args(args, kwargs, where, scope)
+        if spec.kind == "builtin":
+            return self.call_builtin_module(spec, ref, data, args, kwargs, where, scope, name, stack_key)
+        if spec.kind in ("external", "passed", "unknown", "classref"):
+            kind = torch_api.norm_kind_from_name(spec.name) if spec.kind == "external" else None
+            if kind is not None:
+                return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
+            if not data:
+                return UNKNOWN_VALUE
+            node = self.new("module", data, where, scope, name=name, module=spec.name)
+            return node
+        return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
+
+    def call_builtin_module(self, spec, ref, data, args, kwargs, where, scope, name, stack_key):
+        member = spec.name
+        if not data:
+            return UNKNOWN_VALUE
+        if member in torch_api.NORM_MODULES:
+            return self.new("norm", data[:1], where, scope, norm_kind=torch_api.NORM_MODULES[member],
+                            norm_form="module", name=name, spec=spec)
+        if member in torch_api.DROPOUT_MODULES:
+            return self.new("dropout", data[:1], where, scope, name=name)
+        if member in torch_api.ACTIVATION_MODULES:
+            return self.new("act", data[:1], where, scope, name=name, function=member)
+        if member in torch_api.PASSTHROUGH_MODULES:
+            return data[0]
+        if member in torch_api.PARAMETRISED_MODULES:
+            node = self.new("module", data, where, scope, name=name, module=member, spec=spec)
+            if member in torch_api.WIDTH_PRESERVING_MODULES:
+                if member in ("TransformerEncoder", "TransformerDecoder") and spec.owner is not None:
+                    key = f"{spec.owner.name}.{spec.attr}"
+                    self.graph.stack_outputs.setdefault(key, []).append(node)
+                    self.graph.stack_iterations.setdefault(key, self.position(where))
+                if member == "MultiheadAttention":
+                    # returns (output, weights)
+                    weights = self.new("pass", (node,), where, scope, name="attn_weights", width_changing=True)
+                    return TupleValue((node, weights))
+            return node
+        return self.new("func", data, where, scope, name=name, module=member)
+
+    def call_container(self, ref: ModRef, args, kwargs, where, scope: Scope):
+        spec = ref.spec
+        if spec.name == "Sequential":
+            if spec.repeated:
+                self._note_iteration(ref, where)
+                return self.call_element(ElemRef(ref, None), args, kwargs, where, scope)
+            value = args[0] if args else UNKNOWN_VALUE
+            for index, element in enumerate(spec.elements):
+                value = self.call_module(ModRef(element, f"{ref.path}[{index}]"), [value], {}, where, scope)
+            return value
+        data = self._data_args(args, kwargs, where, scope)
+        return self.new("module", data, where, scope, name=ref.path) if data else UNKNOWN_VALUE
+
+    def call_tensor_method(self, callee: TensorMethod, args, kwargs, where, scope: Scope):
+        target, method = callee.target, callee.name.rstrip("_") if callee.name != "type_as" else callee.name
+        if method in torch_api.SHAPE_METHODS:
+            return SHAPE
+        if method in torch_api.CREATION_FUNCTIONS:
+            return self.new("const", (), where, scope, value=None)
+        return self.tensor_function(method, [target] + list(args), kwargs, where, scope)
+
+    def call_qualified(self, qualified: str, args, kwargs, where, scope: Scope):
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified == "super":
+            return UNKNOWN_VALUE
+        if qualified == "zip":
+            return ZipValue(tuple(args))
+        if qualified == "enumerate":
+            return EnumerateValue(args[0] if args else UNKNOWN_VALUE)
+        if qualified in ("range", "len", "isinstance", "hasattr", "int", "print"):
+            return SHAPE if qualified in ("range", "len", "int") else UNKNOWN_VALUE
+        if qualified in ("getattr",):
+            return UNKNOWN_VALUE
+        if qualified in ("tuple", "list"):
+            return args[0] if args else TupleValue(())
+        if qualified in ("min", "max", "sum"):
+            nodes = self._data_args(args, kwargs, where, scope)
+            return self.new("func", nodes, where, scope, name=qualified) if nodes else SHAPE
+        if qualified in self.index.classes:
+            return UNKNOWN_VALUE
+        if qualified.startswith("math."):
+            values = [a for a in args if isinstance(a, Const)]
+            return SHAPE if len(values) != len(args) else UNKNOWN_VALUE
+        member = torch_api.torch_member(qualified)
+        if member is None and qualified.startswith(("F.", "nn.functional.")):
+            member = qualified.split(".", 1)[1].replace("functional.", "")
+        if member is None:
+            nodes = self._data_args(args, kwargs, where, scope)
+            if not nodes:
+                return UNKNOWN_VALUE
+            kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else None
+            if kind is not None:
+                return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
+            return self.new("func", nodes, where, scope, name=qualified)
+        function = member.rsplit(".", 1)[-1]
+        if function in torch_api.CREATION_FUNCTIONS:
+            return self.new("const", (), where, scope, value=None)
+        return self.tensor_function(function, args, kwargs, where, scope)
+
+    def tensor_function(self, function: str, args, kwargs, where, scope: Scope):
+        """torch.X(t, ...), F.X(t, ...) and t.X(...) share one table."""
+        data = self._data_args(args, kwargs, where, scope)
+        if not data:
+            if function in ("size", "dim"):
+                return SHAPE
+            return self.new("const", (), where, scope, value=None)
+        first = self.tensor(args[0], where, scope) if args else data[0]
+        first = first or data[0]
+        if function in torch_api.FUNCTIONAL_NORMS:
+            return self.new("norm", (first,), where, scope, norm_kind=torch_api.FUNCTIONAL_NORMS[function],
+                            norm_form="functional", name=function, call=where, args=args, kwargs=kwargs)
+        if function in torch_api.DROPOUT_FUNCTIONS:
+            return self.new("dropout", (first,), where, scope, name=function)
+        if function in torch_api.ACTIVATION_FUNCTIONS or function in ("softmax", "log_softmax"):
+            return self.new("act", data, where, scope, function=function)
+        if function in torch_api.PARAMETRISED_FUNCTIONS:
+            return self.new("module", data, where, scope, name=function, module=function)
+        if function in torch_api.ATTENTION_FUNCTIONS:
+            return self.new("func", data, where, scope, name=function, attention=True)
+        if function in torch_api.REDUCTIONS:
+            return self.new("reduce", data, where, scope, function=function, call=where, args=args, kwargs=kwargs)
+        if function in torch_api.MATH_UNARY:
+            return self.new(torch_api.MATH_UNARY[function], data, where, scope, function=function)
+        if function == "pow" or function == "square":
+            return self.new("pow", data, where, scope, function=function, args=args)
+        if function in ("add",):
+            terms = [self.code(a.value) for a in where.args] if isinstance(where, cst.Call) else []
+            values = list(args)
+            if isinstance(where.func, cst.Attribute) and not isinstance(args[0], Node):
+                pass
+            operands = [(v, where) for v in values]
+            inputs = [self.operand(v, where, scope) for v, _ in operands]
+            return self.new("add", inputs, where, scope, terms=terms or ["?"] * len(inputs))
+        if function in ("mul", "multiply"):
+            inputs = [self.operand(v, where, scope) for v in args]
+            return self.new("mul", inputs, where, scope)
+        if function in ("div", "divide", "true_divide"):
+            inputs = [self.operand(v, where, scope) for v in args]
+            return self.new("div", inputs, where, scope)
+        if function in ("sub", "subtract"):
+            inputs = [self.operand(v, where, scope) for v in args]
+            return self.new("sub", inputs, where, scope)
+        if function in ("matmul", "bmm", "mm", "einsum", "baddbmm"):
+            return self.new("matmul", data, where, scope, function=function)
+        if function in torch_api.PASSTHROUGH_METHODS:
+            return self.new("pass", (first,), where, scope, name=function,
+                            width_changing=function in torch_api.WIDTH_CHANGING_METHODS)
+        if function in torch_api.CLAMP_FUNCTIONS:
+            return self.new("clamp", data, where, scope, function=function)
+        if function in ("chunk", "split", "unbind"):
+            node = self.new("pass", (first,), where, scope, name=function, width_changing=True)
+            return SplitValue(node)
+        return self.new("func", data, where, scope, name=function)
+
+    # ----- norm classes ---------------------------------------------------------------------
+
+    def norm_class_kind(self, info: ClassInfo) -> str | None:
+        if info.name not in self.norm_class_kinds:
+            self.norm_class_kinds[info.name] = None  # recursion guard
+            from reslint.static.norms import classify_norm_class
+
+            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info)
+        return self.norm_class_kinds[info.name]
+
+
+@dataclass(eq=False)
+class ZipValue:
+    parts: tuple
+
+
+@dataclass(eq=False)
+class EnumerateValue:
+    inner: object
+
+
+class SplitValue(TupleValue):
+    """`x.chunk(2, -1)`: unpacking yields pieces of one tensor."""
+
+    def __init__(self, node: Node):
+        super().__init__((node, node))
+        self.node = node

@@ -1,0 +1,496 @@
+"""Static engine: libcst source → facts. Never imports torch or the checked code."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
+from reslint.static import torch_api
+from reslint.static.dataflow import Evaluator
+from reslint.static.graph import Graph, Node, strip_passthrough
+from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
+from reslint.static.norms import find_hand_written_norms, is_layer_norm
+from reslint.static.residuals import find_residuals
+
+FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
+FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
+                  ("linear1", "linear2"), ("dense_h_to_4h", "dense_4h_to_h"), ("wi", "wo"), ("up", "down"),
+                  ("fc_in", "fc_out"), ("intermediate", "output"), ("w_1", "w_2")}
+FFN_WIDTH_HINTS = ("d_ff", "ff", "ffn", "hidden", "intermediate", "inner", "mlp", "4 *", "4*", "* 4", "*4",
+                   "dim_feedforward", "expansion")
+LOW_RANK_HINTS = ("lora", "adapter", "bottleneck", "low_rank", "lowrank")
+BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
+BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
+
+
+def extract_facts(path: str, module: cst.Module, text: str = "") -> FileFacts:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    return StaticExtractor(path, module, positions).run()
+
+
+class StaticExtractor:
+    def __init__(self, path: str, module: cst.Module, positions):
+        self.path = path
+        self.module = module
+        self.positions = positions
+        self.index = FileIndex(module)
+        self.facts = FileFacts(path=path, engine="static")
+        self.norm_kinds: dict[str, str | None] = {}
+
+    def span(self, node: cst.CSTNode | None) -> Span:
+        if node is None:
+            return Span(self.path, 1, 1)
+        try:
+            start = self.positions[node].start
+            return Span(self.path, start.line, start.column + 1)
+        except KeyError:
+            return Span(self.path, 1, 1)
+
+    def node_span(self, node: Node) -> Span:
+        return Span(self.path, node.line, node.column)
+
+    # ----- driver ----------------------------------------------------------------------------
+
+    def run(self) -> FileFacts:
+        module_classes = [info for info in self.index.classes.values() if self.index.is_module_class(info)]
+        used = self._used_as_submodule(module_classes)
+        outermost = [info for info in module_classes if info.name not in used]
+        residuals: dict[tuple[int, int, str], tuple[ResidualAdd, bool]] = {}
+        stack_final_norms: dict[str, tuple[bool, bool | None]] = {}
+        stack_iterations: dict[str, tuple[int, int]] = {}
+        chains: dict[tuple[int, int], LinearChain] = {}
+        hand_norms: dict[tuple[int, int], NormOp] = {}
+        graphs: dict[str, Graph] = {}
+        shared_norm_kinds: dict[str, str | None] = {}
+
+        for info in module_classes:
+            evaluator = Evaluator(self.index, self.positions, self.path)
+            evaluator.norm_class_kinds = shared_norm_kinds
+            graph = evaluator.evaluate_class(info)
+            graphs[info.name] = graph
+            hand_written = find_hand_written_norms(graph)
+            for norm in hand_written:
+                fact = self._hand_written_fact(norm)
+                hand_norms.setdefault((fact.span.line, fact.span.column), fact)
+            is_outermost = info.name not in used
+            for residual in find_residuals(graph, self.index):
+                fact = self._residual_fact(residual)
+                key = (fact.span.line, fact.span.column, fact.stack)
+                previous = residuals.get(key)
+                residuals[key] = (_prefer(previous, fact, is_outermost), is_outermost)
+            for key, outputs in graph.stack_outputs.items():
+                final = _final_norm(outputs)
+                known = stack_final_norms.get(key)
+                if known is None or (is_outermost and not known[0]):
+                    stack_final_norms[key] = (is_outermost, final)
+            for key, where in graph.stack_iterations.items():
+                stack_iterations.setdefault(key, where)
+            for chain in self._linear_chains(graph):
+                chains.setdefault((chain.span.line, chain.span.column), chain)
+
+        self.facts.residuals = [fact for fact, _ in residuals.values()]
+        self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
+        self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
+        self.facts.stacks = self._stacks(module_classes, stack_final_norms, stack_iterations)
+        self.facts.linear_chains = sorted(chains.values(), key=lambda c: (c.span.line, c.span.column))
+        sequence_classes = set()
+        for info in outermost:
+            model = self._model_facts(info, graphs)
+            self.facts.models.append(model)
+            if model.sequence_markers:
+                sequence_classes.update(model.classes)
+        self.facts.norms = self._module_norms(module_classes, sequence_classes, graphs) + [
+            _with_sequence(norm, norm.owner in sequence_classes) for norm in hand_norms.values()]
+        self.facts.norms.sort(key=lambda n: (n.span.line, n.span.column))
+        return self.facts
+
+    def _used_as_submodule(self, module_classes: list[ClassInfo]) -> set[str]:
+        used = set()
+        for info in module_classes:
+            for spec in info.submodules.values():
+                for inner in iter_specs(spec):
+                    if inner.kind == "local" and inner.name != info.name:
+                        used.add(inner.name)
+        return used
+
+    # ----- residuals ---------------------------------------------------------------------------
+
+    def _residual_fact(self, residual) -> ResidualAdd:
+        add = residual.add
+        terms = residual.terms
+        skip_text = terms[residual.skip_term] if residual.skip_term < len(terms) else "x"
+        branch_text = " + ".join(terms[j] for j in residual.branches if j < len(terms))
+        frame = add.stack_frame
+        block = frame.name if frame is not None else add.owner
+        return ResidualAdd(
+            span=self.node_span(add), block=add.owner or block, placement=residual.placement,
+            skip=skip_text, branch=branch_text, parallel=residual.parallel,
+            skip_scaled=residual.skip_scaled, skip_projection=residual.skip_projection,
+            gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
+            width_mismatch=residual.width_mismatch, stack=frame.key if frame is not None else "",
+            condition=add.condition,
+        )
+
+    def _builtin_layer_residuals(self, module_classes) -> list[ResidualAdd]:
+        """torch's own TransformerEncoderLayer/DecoderLayer: placement from `norm_first`."""
+        facts = []
+        for info in module_classes:
+            for attr, spec in attribute_specs(info):
+                for inner, stack_key in self._builtin_layer_specs(info, spec):
+                    placement = self._builtin_placement(inner)
+                    if placement is None:
+                        continue
+                    facts.append(ResidualAdd(
+                        span=self.span(inner.node), block=f"nn.{inner.name}", placement=placement,
+                        skip="src", branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}"))
+        unique = {(fact.span.line, fact.span.column): fact for fact in facts}
+        return list(unique.values())
+
+    def _builtin_layer_specs(self, info: ClassInfo, spec: ModuleSpec):
+        if spec.kind == "builtin" and spec.name in BUILTIN_LAYERS:
+            yield spec, ""
+        elif spec.kind == "builtin" and spec.name in BUILTIN_STACKS:
+            layer = self._builtin_stack_layer(info, spec)
+            if layer is not None:
+                yield layer, f"{info.name}.{spec.attr}"
+        elif spec.kind == "builtin" and spec.name == "Transformer":
+            yield spec, ""
+        elif spec.kind == "container":
+            for element in spec.elements:
+                if element.kind == "builtin" and element.name in BUILTIN_LAYERS:
+                    yield element, f"{info.name}.{spec.attr}" if spec.repeated else ""
+
+    def _builtin_stack_layer(self, info: ClassInfo, spec: ModuleSpec) -> ModuleSpec | None:
+        layer_expr = spec.arg(0, "encoder_layer" if spec.name == "TransformerEncoder" else "decoder_layer")
+        if layer_expr is None:
+            return None
+        return self.index.spec_from_expr(info, layer_expr, self._init_locals(info))
+
+    def _init_locals(self, info: ClassInfo) -> dict:
+        init = info.methods.get("__init__")
+        local_specs: dict[str, ModuleSpec] = {}
+        if init is None:
+            return local_specs
+        for statement in init.body.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
+                        found = self.index.spec_from_expr(info, small.value, local_specs)
+                        if found is not None:
+                            local_specs[small.targets[0].target.value] = found
+        return local_specs
+
+    def _builtin_placement(self, spec: ModuleSpec) -> str | None:
+        norm_first = spec.arg(10_000, "norm_first")
+        if norm_first is None:
+            return "post"
+        value = self.index.fold(spec.owner, norm_first)
+        if value is UNKNOWN:
+            return None
+        return "pre" if value else "post"
+
+    # ----- stacks --------------------------------------------------------------------------
+
+    def _stacks(self, module_classes, final_norms, iterations) -> dict[str, Stack]:
+        residual_stacks = {fact.stack for fact in self.facts.residuals if fact.stack}
+        stacks = {}
+        for info in module_classes:
+            for attr, spec in attribute_specs(info):
+                key = f"{info.name}.{attr}"
+                builtin_placement = ""
+                block_classes: tuple[str, ...] = ()
+                depth = spec.depth if spec.depth_known else None
+                if spec.kind == "builtin" and spec.name in BUILTIN_STACKS:
+                    layer = self._builtin_stack_layer(info, spec)
+                    if layer is None:
+                        continue
+                    builtin_placement = self._builtin_placement(layer) or "unknown"
+                    block_classes = (f"nn.{layer.name}",)
+                    depth = self.index.fold_int(info, spec.arg(1, "num_layers"))
+                    has_norm = spec.arg(2, "norm")
+                    final = has_norm is not None and not (isinstance(has_norm, cst.Name) and has_norm.value == "None")
+                    known = final_norms.get(key)
+                    final_norm = True if final else (known[1] if known else None)
+                elif spec.kind == "container" and spec.repeated and key in residual_stacks:
+                    block_classes = tuple(dict.fromkeys(e.name for e in spec.elements))
+                    final_norm = final_norms.get(key, (False, None))[1]
+                elif spec.kind == "container" and spec.repeated and any(
+                        e.kind == "builtin" and e.name in BUILTIN_LAYERS for e in spec.elements):
+                    placements = {self._builtin_placement(e) or "unknown" for e in spec.elements}
+                    builtin_placement = placements.pop() if len(placements) == 1 else "mixed"
+                    block_classes = tuple(dict.fromkeys(f"nn.{e.name}" for e in spec.elements))
+                    final_norm = final_norms.get(key, (False, None))[1]
+                else:
+                    continue
+                iteration = iterations.get(key)
+                stacks[key] = Stack(
+                    key=key, owner=info.name, attribute=f"self.{attr}", span=self.span(spec.node),
+                    block_classes=block_classes, depth=depth,
+                    iteration=Span(self.path, *iteration) if iteration else None,
+                    final_norm=final_norm, builtin_placement=builtin_placement,
+                )
+        return stacks
+
+    # ----- models ------------------------------------------------------------------------------
+
+    def _model_facts(self, info: ClassInfo, graphs: dict[str, Graph]) -> ModelFacts:
+        classes = self._closure(info)
+        markers = []
+        for name in classes:
+            owner = self.index.classes[name]
+            for spec in owner.submodules.values():
+                for inner in iter_specs(spec):
+                    if inner.kind == "builtin" and inner.name in torch_api.SEQUENCE_MODULES:
+                        markers.append(torch_api.SEQUENCE_MODULES[inner.name])
+        graph = graphs.get(info.name)
+        if graph is not None:
+            for node in graph.nodes:
+                if node.info.get("attention"):
+                    markers.append("attention (scaled_dot_product_attention)")
+                elif node.op == "act" and node.info.get("function") == "softmax" and any(
+                        n.op == "matmul" for n in _near_ancestors(node, 4)):
+                    markers.append("attention (softmax over q @ k)")
+        stacks = tuple(key for key, stack in self.facts.stacks.items() if stack.owner in classes)
+        own = [fact for fact in self.facts.residuals if not fact.stack and (fact.block in classes)]
+        from reslint.facts import combined_placement
+
+        placement = combined_placement(own) if own else "none"
+        if stacks and placement in ("none", "unknown"):
+            placement = "none"
+        return ModelFacts(name=info.name, span=self.span(info.node.name),
+                          sequence_markers=tuple(dict.fromkeys(markers)), classes=tuple(sorted(classes)),
+                          stacks=stacks, placement=placement)
+
+    def _closure(self, info: ClassInfo) -> set[str]:
+        seen = {info.name}
+        pending = [info]
+        while pending:
+            current = pending.pop()
+            for base in current.bases:
+                if base in self.index.classes and base not in seen:
+                    seen.add(base)
+                    pending.append(self.index.classes[base])
+            for spec in current.submodules.values():
+                for inner in iter_specs(spec):
+                    if inner.kind == "local" and inner.name not in seen and inner.name in self.index.classes:
+                        seen.add(inner.name)
+                        pending.append(self.index.classes[inner.name])
+        return seen
+
+    # ----- norms --------------------------------------------------------------------------------
+
+    def _module_norms(self, module_classes, sequence_classes: set[str], graphs) -> list[NormOp]:
+        norms = []
+        for info in module_classes:
+            for spec in info.submodules.values():
+                for inner in iter_specs(spec):
+                    if inner.kind != "builtin" or inner.name not in torch_api.NORM_MODULES:
+                        continue
+                    kind = torch_api.NORM_MODULES[inner.name]
+                    spans_sequence = None
+                    if kind == "layernorm" and info.name in sequence_classes:
+                        shape = inner.arg(0, "normalized_shape")
+                        if isinstance(shape, (cst.List, cst.Tuple)) and len(shape.elements) >= 2:
+                            spans_sequence = self.span(inner.node)
+                    norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node), owner=info.name,
+                                        variant=inner.name, spans_sequence=spans_sequence,
+                                        in_sequence_model=info.name in sequence_classes))
+        seen = set()
+        for name, graph in graphs.items():
+            for node in graph.nodes:
+                if node.op != "norm" or node.info.get("norm_form") != "functional" or id(node) in seen:
+                    continue
+                seen.add(id(node))
+                owner = node.owner or name
+                spans_sequence = None
+                if node.info.get("norm_kind") == "layernorm" and owner in sequence_classes:
+                    args = node.info.get("args") or []
+                    call = node.info.get("call")
+                    shape_expr = None
+                    if isinstance(call, cst.Call):
+                        positional = [a for a in call.args if a.keyword is None]
+                        keyword = [a for a in call.args if a.keyword and a.keyword.value == "normalized_shape"]
+                        shape_expr = keyword[0].value if keyword else (positional[1].value if len(positional) > 1
+                                                                        else None)
+                    if _spans_several_axes(shape_expr):
+                        spans_sequence = self.node_span(node)
+                    del args
+                norms.append(NormOp(kind=node.info["norm_kind"], form="functional", span=self.node_span(node),
+                                    owner=owner, variant=node.info.get("name", ""), spans_sequence=spans_sequence,
+                                    in_sequence_model=owner in sequence_classes))
+        unique = {(n.span.line, n.span.column): n for n in norms}
+        return list(unique.values())
+
+    def _hand_written_fact(self, norm) -> NormOp:
+        output = norm.output
+        unbiased = None
+        if norm.variance is not None and _uses_bessel(norm.variance):
+            unbiased = self.node_span(norm.variance)
+        sequence = None
+        for statistic in norm.statistics:
+            if _reduces_sequence_axis(statistic):
+                sequence = self.node_span(statistic)
+                break
+        return NormOp(kind=norm.kind, form="hand-written", span=self.node_span(output), owner=output.owner,
+                      variant="hand-written", spans_sequence=sequence, unbiased_variance=unbiased,
+                      missing_eps=None if norm.has_eps else self.node_span(output))
+
+    # ----- FFN chains --------------------------------------------------------------------------
+
+    def _linear_chains(self, graph: Graph) -> list[LinearChain]:
+        chains = []
+        for node in graph.nodes:
+            if not _is_linear(node) or not node.inputs:
+                continue
+            previous, walked = strip_passthrough(node.inputs[0], allow_scale=False)
+            if any(step.info.get("width_changing") for step in walked) or not _is_linear(previous):
+                continue
+            first, second = previous.info["spec"], node.info["spec"]
+            chains.append(LinearChain(
+                span=self.node_span(node), owner=node.owner, first=first.attr or "linear",
+                second=second.attr or "linear", feed_forward=self._looks_like_ffn(node.owner, first, second)))
+        return chains
+
+    def _looks_like_ffn(self, owner: str, first: ModuleSpec, second: ModuleSpec) -> bool:
+        names = f"{owner} {first.attr} {second.attr}".lower()
+        if any(hint in names for hint in LOW_RANK_HINTS):
+            return False
+        if any(hint in owner.lower() for hint in FFN_CLASS_HINTS):
+            return True
+        if (first.attr, second.attr) in FFN_ATTR_PAIRS:
+            return True
+        inner = first.arg(1, "out_features")
+        inner_text = self.module.code_for_node(inner) if inner is not None else ""
+        return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
+
+
+def _is_linear(node: Node) -> bool:
+    return node.op == "module" and node.info.get("module") in torch_api.LINEAR_MODULES and node.info.get("spec")
+
+
+def iter_specs(spec: ModuleSpec):
+    yield spec
+    for element in spec.elements:
+        yield from iter_specs(element)
+    for element in spec.named.values():
+        yield from iter_specs(element)
+
+
+def attribute_specs(info: ClassInfo):
+    """(attribute path, spec) for every submodule, ModuleDict entries included ("transformer.h")."""
+    for spec in info.submodules.values():
+        pending = [spec]
+        while pending:
+            current = pending.pop()
+            yield current.attr, current
+            pending.extend(current.named.values())
+
+
+def _prefer(previous, fact: ResidualAdd, outermost: bool) -> ResidualAdd:
+    if previous is None:
+        return fact
+    old, _ = previous
+    chosen = fact if (fact.stack and not old.stack) or (old.placement == "none" and fact.placement != "none") else old
+    if not chosen.width_mismatch and (fact.width_mismatch or old.width_mismatch):
+        from dataclasses import replace
+
+        chosen = replace(chosen, width_mismatch=fact.width_mismatch or old.width_mismatch)
+    return chosen
+
+
+def _final_norm(outputs: list[Node]) -> bool | None:
+    """Whether the stack's output is normalised before it reaches a head or the model output."""
+    reached_end = False
+    pending = list(outputs)
+    seen = set()
+    while pending and len(seen) < 5000:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if not node.users:
+            reached_end = True
+        for user in node.users:
+            if is_layer_norm(user):
+                return True
+            if user.parametrised:
+                reached_end = True
+                continue
+            pending.append(user)
+    return False if reached_end else None
+
+
+def _near_ancestors(node: Node, depth: int) -> list[Node]:
+    found, frontier = [], [node]
+    for _ in range(depth):
+        frontier = [parent for current in frontier for parent in current.inputs]
+        found.extend(frontier)
+    return found
+
+
+def _const_of(value):
+    from reslint.static.dataflow import Const, TupleValue
+
+    if isinstance(value, Const):
+        return value.value
+    if isinstance(value, TupleValue):
+        items = [_const_of(item) for item in value.items]
+        return tuple(items) if all(item is not UNKNOWN for item in items) else UNKNOWN
+    return UNKNOWN
+
+
+def _reduction_argument(node: Node, position: int, keyword: str):
+    kwargs = node.info.get("kwargs") or {}
+    if keyword in kwargs:
+        return _const_of(kwargs[keyword])
+    args = node.info.get("args") or []
+    if position < len(args):
+        return _const_of(args[position])
+    return None
+
+
+def _uses_bessel(variance: Node) -> bool:
+    unbiased = _reduction_argument(variance, 99, "unbiased")
+    correction = _reduction_argument(variance, 99, "correction")
+    if unbiased is False or correction == 0:
+        return False
+    if unbiased is UNKNOWN or correction is UNKNOWN:
+        return False
+    positional = _reduction_argument(variance, 2, "")
+    if positional is False:
+        return False
+    return True
+
+
+def _reduces_sequence_axis(statistic: Node) -> bool:
+    dims = _reduction_argument(statistic, 1, "dim")
+    if dims is UNKNOWN:
+        return False
+    if dims is None:
+        args = statistic.info.get("args") or []
+        return len(args) <= 1  # x.mean() over every axis, positions included
+    if isinstance(dims, int):
+        dims = (dims,)
+    if not isinstance(dims, tuple):
+        return False
+    return any(d in (1, -2) for d in dims) or len(dims) >= 2
+
+
+def _spans_several_axes(shape_expr) -> bool:
+    if isinstance(shape_expr, (cst.List, cst.Tuple)):
+        return len(shape_expr.elements) >= 2
+    if isinstance(shape_expr, cst.Subscript):
+        # x.shape[1:] / x.size()[1:]: every axis after batch, positions included
+        slices = shape_expr.slice
+        return len(slices) == 1 and isinstance(slices[0].slice, cst.Slice) and slices[0].slice.lower is not None \
+            and isinstance(slices[0].slice.lower, cst.Integer) and slices[0].slice.lower.value == "1"
+    return False
+
+
+def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
+    from dataclasses import replace
+
+    return replace(norm, in_sequence_model=in_sequence_model)
+

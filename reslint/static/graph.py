@@ -1,0 +1,147 @@
+"""The dataflow graph the static engine builds from `forward` code.
+
+Each tensor-valued expression becomes a `Node`; calls into the file's own modules are
+inlined, so one graph holds a whole model with `frames` recording which module each
+node belongs to (like torch.fx's `nn_module_stack`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PARAMETRISED_OPS = ("module", "call")
+# Ops a value passes through unchanged for placement purposes (dropout, casts, views, indexing).
+PASSTHROUGH_OPS = ("dropout", "pass", "phi")
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: str  # "module" (an inlined module call) or "stack" (a block of a stack)
+    name: str  # class name
+    key: str = ""  # stack key for "stack" frames
+
+
+@dataclass(eq=False)
+class Node:
+    op: str
+    inputs: tuple[Node, ...]
+    line: int
+    column: int
+    frames: tuple[Frame, ...] = ()
+    condition: tuple = ()
+    info: dict = field(default_factory=dict)
+    users: list[Node] = field(default_factory=list)
+
+    @property
+    def parametrised(self) -> bool:
+        return self.op in PARAMETRISED_OPS
+
+    @property
+    def norm_kind(self) -> str | None:
+        return self.info.get("norm_kind") if self.op == "norm" or "norm_kind" in self.info else None
+
+    @property
+    def owner(self) -> str:
+        for frame in reversed(self.frames):
+            if frame.kind == "module":
+                return frame.name
+        return ""
+
+    @property
+    def stack_frame(self) -> Frame | None:
+        for frame in reversed(self.frames):
+            if frame.kind == "stack":
+                return frame
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{self.op}@{self.line} {self.info.get('name', '')}>"
+
+
+class Graph:
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.outputs: list[Node] = []
+        # stack key -> nodes returned by its blocks
+        self.stack_outputs: dict[str, list[Node]] = {}
+        # stack key -> (line, column) where forward runs the blocks
+        self.stack_iterations: dict[str, tuple[int, int]] = {}
+
+    def add(self, op: str, inputs, line: int, column: int, frames=(), condition=(), **info) -> Node:
+        node = Node(op, tuple(inputs), line, column, tuple(frames), tuple(condition), info)
+        for parent in node.inputs:
+            parent.users.append(node)
+        self.nodes.append(node)
+        return node
+
+
+def strip_passthrough(node: Node, allow_scale: bool = True) -> tuple[Node, list[Node]]:
+    """Walk from a value down to its source through dropout, casts, views and scalar scaling."""
+    walked: list[Node] = []
+    while True:
+        if node.op in ("dropout", "pass") and node.inputs:
+            walked.append(node)
+            node = node.inputs[0]
+        elif allow_scale and node.op in ("mul", "div") and is_scaling(node):
+            walked.append(node)
+            node = data_inputs(node)[0]
+        else:
+            return node, walked
+
+
+def data_inputs(node: Node) -> list[Node]:
+    return [parent for parent in node.inputs if parent.op not in ("const", "attr")]
+
+
+def is_scaling(node: Node) -> bool:
+    """`alpha * x`, `x * self.gamma`, `x / 2`: exactly one data operand."""
+    return node.op in ("mul", "div") and len(data_inputs(node)) == 1 and len(node.inputs) == 2 and (
+        node.op == "mul" or node.inputs[0] is data_inputs(node)[0])
+
+
+def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 20000) -> bool:
+    """Whether `source` is an ancestor of `target` (through a parametrised op when asked)."""
+    stack = [(target, False)]
+    seen = set()
+    steps = 0
+    while stack:
+        node, crossed = stack.pop()
+        steps += 1
+        if steps > limit:
+            return False
+        if node is source:
+            if crossed or not through_parameters:
+                return True
+            continue
+        key = (id(node), crossed)
+        if key in seen:
+            continue
+        seen.add(key)
+        crossed_here = crossed or node.parametrised
+        for parent in node.inputs:
+            stack.append((parent, crossed_here))
+    return False
+
+
+def ancestors(node: Node, limit: int = 20000) -> set[int]:
+    seen: set[int] = set()
+    stack = [node]
+    while stack and len(seen) < limit:
+        current = stack.pop()
+        for parent in current.inputs:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append(parent)
+    return seen
+
+
+def ancestor_nodes(node: Node, limit: int = 20000) -> list[Node]:
+    seen: dict[int, Node] = {}
+    stack = [node]
+    while stack and len(seen) < limit:
+        current = stack.pop()
+        for parent in current.inputs:
+            if id(parent) not in seen:
+                seen[id(parent)] = parent
+                stack.append(parent)
+    return list(seen.values())

@@ -1,0 +1,467 @@
+"""Index of one file: imports, classes, the submodules each `__init__` declares, constants.
+
+Nothing here runs user code: constructor calls are recorded as `ModuleSpec`s with their
+argument expressions, and literal values are folded only where the source spells them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from reslint.static import torch_api
+
+UNKNOWN = object()
+
+
+@dataclass(eq=False)
+class ModuleSpec:
+    """A module as constructed in `__init__`: `nn.Linear(d, 4 * d)`, `Block(cfg)`, a container."""
+
+    kind: str  # "builtin", "local", "external", "container", "passed", "unknown"
+    name: str  # torch member ("Linear"), local class name, qualified external name
+    node: cst.CSTNode | None
+    owner: ClassInfo | None
+    args: tuple[cst.Arg, ...] = ()
+    elements: tuple[ModuleSpec, ...] = ()  # containers: elements in order (or distinct repeated ones)
+    repeated: bool = False  # container built by repeating its element(s) (comprehension, loop, clones)
+    depth: int | None = None
+    depth_known: bool = True
+    attr: str = ""
+    named: dict = field(default_factory=dict)  # nn.ModuleDict entries
+
+    def arg(self, position: int, keyword: str) -> cst.BaseExpression | None:
+        positional = [a for a in self.args if a.keyword is None and a.star == ""]
+        for a in self.args:
+            if a.keyword is not None and a.keyword.value == keyword:
+                return a.value
+        if position < len(positional):
+            return positional[position].value
+        return None
+
+    @property
+    def is_block_container(self) -> bool:
+        return self.kind == "container" and self.name in ("ModuleList", "Sequential")
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    name: str
+    node: cst.ClassDef
+    bases: tuple[str, ...]
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    submodules: dict[str, ModuleSpec] = field(default_factory=dict)
+    attr_values: dict[str, cst.BaseExpression] = field(default_factory=dict)  # self.x = <expr>
+    init_defaults: dict[str, cst.BaseExpression | None] = field(default_factory=dict)
+    class_fields: dict[str, cst.BaseExpression] = field(default_factory=dict)  # dataclass fields
+
+
+class FileIndex:
+    def __init__(self, module: cst.Module):
+        self.module = module
+        self.aliases: dict[str, str] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.constants: dict[str, cst.BaseExpression] = {}
+        self._collect(module)
+        for info in self.classes.values():
+            self._collect_init(info)
+
+    # ----- imports and names -------------------------------------------------
+
+    def _collect(self, module: cst.Module) -> None:
+        for statement in module.body:
+            self._collect_statement(statement)
+
+    def _collect_statement(self, statement: cst.CSTNode) -> None:
+        if isinstance(statement, cst.ClassDef):
+            bases = tuple(self.qualified(arg.value) or "" for arg in statement.bases)
+            info = ClassInfo(statement.name.value, statement, bases)
+            for item in statement.body.body:
+                if isinstance(item, cst.FunctionDef):
+                    info.methods[item.name.value] = item
+                elif isinstance(item, cst.SimpleStatementLine):
+                    for small in item.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                            info.class_fields[small.target.value] = small.value
+                        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
+                                small.targets[0].target, cst.Name):
+                            info.class_fields[small.targets[0].target.value] = small.value
+            self.classes[info.name] = info
+        elif isinstance(statement, cst.FunctionDef):
+            self.functions[statement.name.value] = statement
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        dotted = dotted_name(alias.name)
+                        if alias.asname is not None:
+                            self.aliases[alias.asname.name.value] = dotted
+                        else:
+                            top = dotted.split(".")[0]
+                            self.aliases[top] = top
+                elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                    base = "." * len(small.relative) + (dotted_name(small.module) if small.module else "")
+                    for alias in small.names:
+                        name = dotted_name(alias.name)
+                        local = alias.asname.name.value if alias.asname else name
+                        self.aliases[local] = f"{base}.{name}" if not base.endswith(".") else base + name
+                elif isinstance(small, cst.ImportFrom):
+                    pass
+                elif isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            self.constants[target.target.value] = small.value
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                    self.constants[small.target.value] = small.value
+        elif isinstance(statement, (cst.If, cst.Try)):
+            for inner in statement.body.body:
+                self._collect_statement(inner)
+
+    def qualified(self, expr: cst.BaseExpression) -> str | None:
+        """Dotted name of an expression after resolving import aliases, e.g. `nn.Linear` → `torch.nn.Linear`."""
+        if isinstance(expr, cst.Name):
+            return self.aliases.get(expr.value, expr.value)
+        if isinstance(expr, cst.Attribute):
+            base = self.qualified(expr.value)
+            return f"{base}.{expr.attr.value}" if base else None
+        return None
+
+    def torch_member(self, expr: cst.BaseExpression) -> str | None:
+        qualified = self.qualified(expr)
+        if qualified is None:
+            return None
+        member = torch_api.torch_member(qualified)
+        if member is not None:
+            return member
+        # `nn` used without an import line (snippets): accept the conventional aliases.
+        for alias in ("nn.functional.", "nn.", "F."):
+            if qualified.startswith(alias) and qualified.split(".")[0] not in self.classes:
+                return qualified[len(alias):]
+        return None
+
+    # ----- classes -------------------------------------------------------------
+
+    def is_module_class(self, info: ClassInfo, seen: frozenset = frozenset()) -> bool:
+        if self.method(info, "forward") is not None:
+            return True
+        for base in info.bases:
+            if base.endswith("Module") or base.endswith("PreTrainedModel"):
+                return True
+            local = self.classes.get(base)
+            if local is not None and local.name not in seen and self.is_module_class(local, seen | {info.name}):
+                return True
+        return False
+
+    def method(self, info: ClassInfo, name: str, seen: frozenset = frozenset()) -> cst.FunctionDef | None:
+        if name in info.methods:
+            return info.methods[name]
+        for base in info.bases:
+            local = self.classes.get(base)
+            if local is not None and local.name not in seen:
+                found = self.method(local, name, seen | {info.name})
+                if found is not None:
+                    return found
+        return None
+
+    def submodule(self, info: ClassInfo, attr: str, seen: frozenset = frozenset()) -> ModuleSpec | None:
+        if attr in info.submodules:
+            return info.submodules[attr]
+        for base in info.bases:
+            local = self.classes.get(base)
+            if local is not None and local.name not in seen:
+                found = self.submodule(local, attr, seen | {info.name})
+                if found is not None:
+                    return found
+        return None
+
+    def attr_value(self, info: ClassInfo, attr: str) -> cst.BaseExpression | None:
+        if attr in info.attr_values:
+            return info.attr_values[attr]
+        for base in info.bases:
+            local = self.classes.get(base)
+            if local is not None and local is not info:
+                found = self.attr_value(local, attr)
+                if found is not None:
+                    return found
+        return info.class_fields.get(attr)
+
+    def _collect_init(self, info: ClassInfo) -> None:
+        init = info.methods.get("__init__")
+        if init is None:
+            return
+        params = init.params
+        for param in list(params.params) + list(params.kwonly_params) + list(params.posonly_params):
+            info.init_defaults[param.name.value] = param.default
+        local_specs: dict[str, ModuleSpec] = {}
+        self._scan_init_body(info, init.body.body, local_specs, loop_count=None)
+
+    def _scan_init_body(self, info, statements, local_specs, loop_count) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self._scan_init_small(info, small, local_specs, loop_count)
+            elif isinstance(statement, cst.For):
+                count = self._range_count(info, statement.iter)
+                self._scan_init_body(info, statement.body.body, local_specs, loop_count=count if count else UNKNOWN)
+            elif isinstance(statement, (cst.If, cst.With, cst.Try, cst.While)):
+                self._scan_init_body(info, statement.body.body, local_specs, loop_count)
+                orelse = getattr(statement, "orelse", None)
+                if isinstance(orelse, cst.Else):
+                    self._scan_init_body(info, orelse.body.body, local_specs, loop_count)
+                elif isinstance(orelse, cst.If):
+                    self._scan_init_body(info, [orelse], local_specs, loop_count)
+
+    def _scan_init_small(self, info, small, local_specs, loop_count) -> None:
+        if isinstance(small, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            value = small.value
+            if value is None:
+                return
+            for target in targets:
+                if is_self_attr(target):
+                    attr = target.attr.value
+                    info.attr_values[attr] = value
+                    spec = self.spec_from_expr(info, value, local_specs)
+                    if spec is not None:
+                        name_spec(spec, attr)
+                        info.submodules[attr] = spec
+                elif isinstance(target, cst.Name):
+                    spec = self.spec_from_expr(info, value, local_specs)
+                    if spec is not None:
+                        local_specs[target.value] = spec
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            call = small.value
+            # self.layers.append(Block(...)) inside a loop builds a stack.
+            func = call.func
+            if (isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend")
+                    and is_self_attr(func.value) and call.args):
+                attr = func.value.attr.value
+                container = info.submodules.get(attr)
+                element = self.spec_from_expr(info, call.args[0].value, local_specs)
+                if container is not None and container.kind == "container" and element is not None:
+                    repeated = loop_count is not None
+                    container.elements = container.elements + (element,)
+                    if repeated:
+                        container.repeated = True
+                        container.depth = loop_count if isinstance(loop_count, int) else None
+                        container.depth_known = isinstance(loop_count, int)
+                    elif container.depth is not None:
+                        container.depth += 1
+
+    def spec_from_expr(self, info: ClassInfo, expr: cst.BaseExpression, local_specs: dict) -> ModuleSpec | None:
+        if isinstance(expr, cst.Name) and expr.value in local_specs:
+            return local_specs[expr.value]
+        if isinstance(expr, cst.Name) and expr.value in info.init_defaults:
+            return ModuleSpec("passed", expr.value, expr, info)
+        if isinstance(expr, cst.IfExp):
+            body = self.spec_from_expr(info, expr.body, local_specs)
+            orelse = self.spec_from_expr(info, expr.orelse, local_specs)
+            return body or orelse
+        if not isinstance(expr, cst.Call):
+            member = self.class_reference(info, expr)
+            return ModuleSpec("classref", member, expr, info) if member else None
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value in local_specs and local_specs[func.value].kind == "classref":
+            return ModuleSpec("builtin", local_specs[func.value].name, expr, info, tuple(expr.args))
+        referenced = self.class_reference(info, func) if isinstance(func, cst.Name) else None
+        if referenced is not None and (func.value in info.init_defaults or func.value in self.constants):
+            return ModuleSpec("builtin", referenced, expr, info, tuple(expr.args))
+        member = self.torch_member(func)
+        if member is not None and member in torch_api.CONTAINER_MODULES:
+            return self._container_spec(info, member, expr, local_specs)
+        if member is not None and "." not in member and member[:1].isupper():
+            return ModuleSpec("builtin", member, expr, info, tuple(expr.args))
+        qualified = self.qualified(func)
+        if qualified is not None and qualified in self.classes:
+            if self.is_module_class(self.classes[qualified]):
+                return ModuleSpec("local", qualified, expr, info, tuple(expr.args))
+            return None
+        if qualified is not None and qualified.split(".")[-1] in ("clones", "_get_clones", "get_clones") and expr.args:
+            element = self.spec_from_expr(info, expr.args[0].value, local_specs)
+            depth = self.fold_int(info, expr.args[1].value) if len(expr.args) > 1 else None
+            return ModuleSpec("container", "ModuleList", expr, info, tuple(expr.args),
+                              elements=(element,) if element else (), repeated=True, depth=depth,
+                              depth_known=depth is not None)
+        if qualified is not None and qualified.split(".")[-1] in ("deepcopy", "copy") and expr.args:
+            return self.spec_from_expr(info, expr.args[0].value, local_specs)
+        if qualified is not None and qualified.split(".")[-1][:1].isupper():
+            return ModuleSpec("external", qualified, expr, info, tuple(expr.args))
+        return None
+
+    def class_reference(self, info: ClassInfo, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+        """`nn.LayerNorm`, `partial(nn.LayerNorm, eps=1e-6)` or a name defaulting to one → "LayerNorm"."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Call) and (self.qualified(expr.func) or "").endswith("partial") and expr.args:
+            return self.class_reference(info, expr.args[0].value, depth + 1)
+        if isinstance(expr, cst.Name):
+            default = info.init_defaults.get(expr.value) if expr.value in info.init_defaults else None
+            if default is None and expr.value in self.constants:
+                default = self.constants[expr.value]
+            if default is not None:
+                return self.class_reference(info, default, depth + 1)
+        member = self.torch_member(expr)
+        if member is not None and "." not in member and member[:1].isupper():
+            return member
+        return None
+
+    def _container_spec(self, info, member, call: cst.Call, local_specs) -> ModuleSpec:
+        if member == "ModuleDict":
+            named = {}
+            source = call.args[0].value if call.args else None
+            if isinstance(source, cst.Call) and self.qualified(source.func) == "dict":
+                for arg in source.args:
+                    if arg.keyword is not None:
+                        spec = self.spec_from_expr(info, arg.value, local_specs)
+                        if spec is not None:
+                            named[arg.keyword.value] = spec
+            elif isinstance(source, cst.Dict):
+                for element in source.elements:
+                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                        spec = self.spec_from_expr(info, element.value, local_specs)
+                        if spec is not None:
+                            named[element.key.evaluated_value] = spec
+            return ModuleSpec("container", member, call, info, tuple(call.args), named=named)
+        elements: list[ModuleSpec] = []
+        repeated = False
+        depth: int | None = 0
+        depth_known = True
+        sources: list[cst.BaseExpression] = []
+        for arg in call.args:
+            value = arg.value
+            if arg.star == "*" and isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+                sources.append(value)
+            elif arg.star == "":
+                sources.append(value)
+        for source in sources:
+            if isinstance(source, (cst.ListComp, cst.GeneratorExp)):
+                repeated = True
+                candidates = [source.elt.body, source.elt.orelse] if isinstance(source.elt, cst.IfExp) else [source.elt]
+                for candidate in candidates:
+                    spec = self.spec_from_expr(info, candidate, local_specs)
+                    if spec is not None:
+                        elements.append(spec)
+                count = self._range_count(info, source.for_in.iter)
+                if count is None:
+                    depth, depth_known = None, False
+                elif depth is not None:
+                    depth += count
+            elif isinstance(source, (cst.List, cst.Tuple)):
+                for element in source.elements:
+                    if isinstance(element, cst.StarredElement):
+                        continue
+                    spec = self.spec_from_expr(info, element.value, local_specs)
+                    if spec is not None:
+                        elements.append(spec)
+                    if depth is not None:
+                        depth += 1
+            elif isinstance(source, cst.Call) and self.qualified(source.func) in ("OrderedDict",
+                                                                                  "collections.OrderedDict"):
+                continue
+            else:
+                spec = self.spec_from_expr(info, source, local_specs)
+                if spec is not None:
+                    elements.append(spec)
+                if depth is not None:
+                    depth += 1
+        if not repeated and len(elements) > 1 and len({spec_identity(e) for e in elements}) == 1:
+            repeated = True
+        return ModuleSpec("container", member, call, info, tuple(call.args), elements=tuple(elements),
+                          repeated=repeated, depth=depth, depth_known=depth_known)
+
+    def _range_count(self, info: ClassInfo, iterable: cst.BaseExpression) -> int | None:
+        if isinstance(iterable, cst.Call) and self.qualified(iterable.func) == "range" and iterable.args:
+            args = [a.value for a in iterable.args]
+            if len(args) == 1:
+                return self.fold_int(info, args[0])
+            start, stop = self.fold_int(info, args[0]), self.fold_int(info, args[1])
+            if start is not None and stop is not None and len(args) == 2:
+                return max(stop - start, 0)
+        return None
+
+    # ----- constant folding ------------------------------------------------------
+
+    def fold_int(self, info: ClassInfo | None, expr: cst.BaseExpression) -> int | None:
+        value = self.fold(info, expr)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def fold(self, info: ClassInfo | None, expr: cst.BaseExpression | None, depth: int = 0):
+        """Evaluate a literal-ish expression (ints, floats, bools, names with literal defaults)."""
+        if expr is None or depth > 8:
+            return UNKNOWN
+        if isinstance(expr, cst.Integer):
+            return int(expr.value.replace("_", ""), 0)
+        if isinstance(expr, cst.Float):
+            return float(expr.value.replace("_", ""))
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[expr.value]
+            if info is not None and expr.value in info.init_defaults:
+                return self.fold(None, info.init_defaults[expr.value], depth + 1)
+            if expr.value in self.constants:
+                return self.fold(None, self.constants[expr.value], depth + 1)
+            return UNKNOWN
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            value = self.fold(info, expr.expression, depth + 1)
+            return -value if isinstance(value, (int, float)) else UNKNOWN
+        if isinstance(expr, cst.BinaryOperation):
+            left = self.fold(info, expr.left, depth + 1)
+            right = self.fold(info, expr.right, depth + 1)
+            if not isinstance(left, (int, float)) or not isinstance(right, (int, float)):
+                return UNKNOWN
+            operator = type(expr.operator)
+            try:
+                return {
+                    cst.Add: lambda: left + right, cst.Subtract: lambda: left - right,
+                    cst.Multiply: lambda: left * right, cst.FloorDivide: lambda: left // right,
+                    cst.Divide: lambda: left / right, cst.Power: lambda: left ** right,
+                }[operator]()
+            except (KeyError, ZeroDivisionError, OverflowError):
+                return UNKNOWN
+        if isinstance(expr, cst.Attribute):
+            if is_self_attr(expr) and info is not None:
+                value = self.attr_value(info, expr.attr.value)
+                return self.fold(info, value, depth + 1) if value is not None else UNKNOWN
+            return self.config_field(expr.attr.value, depth)
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+            return UNKNOWN
+        return UNKNOWN
+
+    def config_field(self, name: str, depth: int = 0):
+        """`config.n_layer`: the default of a field or `__init__` argument of that name in a config class."""
+        values = set()
+        for info in self.classes.values():
+            if self.is_module_class(info):
+                continue
+            if name in info.class_fields:
+                values.add(self.fold(None, info.class_fields[name], depth + 1))
+            if name in info.init_defaults and info.init_defaults[name] is not None:
+                values.add(self.fold(None, info.init_defaults[name], depth + 1))
+        values.discard(UNKNOWN)
+        if len(values) == 1:
+            return values.pop()
+        return UNKNOWN
+
+
+def dotted_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr.value}"
+    return ""
+
+
+def is_self_attr(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def name_spec(spec: ModuleSpec, attr: str) -> None:
+    spec.attr = attr
+    for key, inner in spec.named.items():
+        name_spec(inner, f"{attr}.{key}")
+
+
+def spec_identity(spec: ModuleSpec) -> tuple:
+    return (spec.kind, spec.name)

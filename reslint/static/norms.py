@@ -1,0 +1,191 @@
+"""Recognise hand-written LayerNorm/RMSNorm arithmetic in a dataflow graph.
+
+LayerNorm: `(x - x.mean(d)) / sqrt(var + eps)` (or `/ (std + eps)`);
+RMSNorm:   `x * rsqrt(x.pow(2).mean(d) + eps)` (or `/ sqrt(mean(x*x) + eps)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reslint.static.graph import Graph, Node, ancestors, data_inputs, strip_passthrough
+
+
+@dataclass
+class HandWrittenNorm:
+    output: Node  # the division / multiplication that normalises
+    source: Node  # the tensor being normalised
+    kind: str  # "layernorm" or "rmsnorm"
+    statistics: list[Node]  # mean/var/std reductions
+    variance: Node | None  # the var/std call, when the code uses one
+    has_eps: bool
+
+
+def strip_eps(node: Node) -> tuple[Node, bool]:
+    """`var + eps` → (var, True); `std.clamp(min=eps)` → (std, True)."""
+    has_eps = False
+    while True:
+        if node.op == "add" and len(data_inputs(node)) == 1 and len(node.inputs) >= 2:
+            has_eps = True
+            node = data_inputs(node)[0]
+        elif node.op == "clamp" and node.inputs:
+            has_eps = True
+            node = node.inputs[0]
+        elif node.op == "pass" and node.inputs and not node.info.get("width_changing"):
+            node = node.inputs[0]
+        else:
+            return node, has_eps
+
+
+def _is_mean(node: Node) -> bool:
+    return node.op == "reduce" and node.info.get("function") == "mean"
+
+
+def _squared(node: Node) -> Node | None:
+    """x**2, x.pow(2), x*x, x.square() → x."""
+    node, _ = strip_passthrough(node, allow_scale=False)
+    if node.op == "pow" and node.inputs:
+        exponent = node.inputs[1] if len(node.inputs) > 1 else None
+        args = node.info.get("args") or ()
+        value = exponent.info.get("value") if exponent is not None and exponent.op == "const" else None
+        if value is None and len(args) > 1 and hasattr(args[1], "value"):
+            value = args[1].value
+        if value == 2 or node.info.get("function") == "square":
+            return node.inputs[0]
+    if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1]:
+        return node.inputs[0]
+    return None
+
+
+def _centered(node: Node) -> tuple[Node, Node] | None:
+    """`x - x.mean(d)` → (x, mean)."""
+    node, _ = strip_passthrough(node, allow_scale=True)
+    if node.op == "sub" and len(node.inputs) == 2:
+        source, mean = node.inputs
+        mean_stripped, _ = strip_passthrough(mean, allow_scale=False)
+        if _is_mean(mean_stripped):
+            return source, mean_stripped
+    return None
+
+
+def _variance_of(node: Node) -> tuple[str, list[Node], Node | None, Node] | None:
+    """Classify a statistic: ("var"|"ms", reductions, var/std node, tensor it describes)."""
+    node, _ = strip_passthrough(node, allow_scale=False)
+    if node.op == "reduce" and node.info.get("function") in ("var", "std", "var_mean", "std_mean"):
+        return "var", [node], node, node.inputs[0] if node.inputs else node
+    if _is_mean(node) and node.inputs:
+        inner = _squared(node.inputs[0])
+        if inner is not None:
+            centered = _centered(inner)
+            if centered is not None:
+                return "var", [node, centered[1]], None, centered[0]
+            return "ms", [node], None, inner
+    return None
+
+
+def _denominator(node: Node) -> tuple[tuple, bool] | None:
+    """The statistic under a sqrt (or a std), with whether an epsilon is added."""
+    node, eps_outside = strip_eps(node)
+    if node.op in ("sqrt",) and node.inputs:
+        inner, eps_inside = strip_eps(node.inputs[0])
+        stat = _variance_of(inner)
+        return (stat, eps_outside or eps_inside) if stat else None
+    if node.op == "pow" and len(node.inputs) > 1 and node.inputs[1].op == "const" and \
+            node.inputs[1].info.get("value") == 0.5:
+        inner, eps_inside = strip_eps(node.inputs[0])
+        stat = _variance_of(inner)
+        return (stat, eps_outside or eps_inside) if stat else None
+    stat = _variance_of(node)
+    if stat is not None and stat[2] is not None and stat[2].info.get("function", "").startswith("std"):
+        return stat, eps_outside
+    return None
+
+
+def _inverse_root(node: Node) -> tuple[tuple, bool] | None:
+    """rsqrt(stat + eps), or 1 / sqrt(...)."""
+    node, _ = strip_passthrough(node, allow_scale=False)
+    if node.op == "rsqrt" and node.inputs:
+        inner, eps = strip_eps(node.inputs[0])
+        stat = _variance_of(inner)
+        return (stat, eps) if stat else None
+    if node.op == "pow" and len(node.inputs) > 1 and node.inputs[1].op == "const" and \
+            node.inputs[1].info.get("value") == -0.5:
+        inner, eps = strip_eps(node.inputs[0])
+        stat = _variance_of(inner)
+        return (stat, eps) if stat else None
+    return None
+
+
+def find_hand_written_norms(graph: Graph) -> list[HandWrittenNorm]:
+    found = []
+    for node in graph.nodes:
+        if node.op not in ("div", "mul") or len(node.inputs) != 2:
+            continue
+        candidates = []
+        if node.op == "div":
+            denominator = _denominator(node.inputs[1])
+            if denominator:
+                candidates.append((node.inputs[0], denominator))
+        else:
+            for numerator, other in (node.inputs, node.inputs[::-1]):
+                inverse = _inverse_root(other)
+                if inverse:
+                    candidates.append((numerator, inverse))
+        for numerator, ((stat_kind, statistics, variance, described), has_eps) in candidates:
+            centered = _centered(numerator)
+            source = centered[0] if centered else strip_passthrough(numerator, allow_scale=False)[0]
+            if centered:
+                statistics = statistics + [centered[1]]
+            described_root = strip_passthrough(described, allow_scale=False)[0]
+            source_root = strip_passthrough(source, allow_scale=False)[0]
+            if described_root is not source_root and id(source_root) not in ancestors(described_root):
+                continue
+            kind = "layernorm" if centered or stat_kind == "var" else "rmsnorm"
+            node.info["norm_kind"] = kind
+            node.info["norm_input"] = source
+            node.info["norm_form"] = "hand-written"
+            found.append(HandWrittenNorm(node, source, kind, statistics, variance, has_eps))
+            break
+    return found
+
+
+def norm_input(node: Node) -> Node | None:
+    """The tensor a norm node normalises."""
+    if "norm_input" in node.info:
+        return node.info["norm_input"]
+    if node.op == "norm" and node.inputs:
+        return node.inputs[0]
+    return None
+
+
+def is_layer_norm(node: Node) -> bool:
+    return node.info.get("norm_kind") in ("layernorm", "rmsnorm")
+
+
+def classify_norm_class(index, positions, path, info) -> str | None:
+    """A module class whose forward returns a normalised, affinely rescaled version of its input."""
+    from reslint.static.dataflow import Evaluator
+
+    if index.method(info, "forward") is None:
+        return None
+    evaluator = Evaluator(index, positions, path)
+    evaluator.norm_class_kinds = {info.name: None}
+    graph = evaluator.evaluate_class(info)
+    find_hand_written_norms(graph)
+    inputs = [n for n in graph.nodes if n.op == "input"]
+    if not inputs or not graph.outputs:
+        return None
+    first_input = inputs[0]
+    output = graph.outputs[0]
+    node = output
+    while True:
+        node, _ = strip_passthrough(node, allow_scale=True)
+        if node.op in ("add", "mul") and len(data_inputs(node)) == 1 and "norm_kind" not in node.info:
+            node = data_inputs(node)[0]
+            continue
+        break
+    if is_layer_norm(node):
+        source = norm_input(node)
+        if source is not None and strip_passthrough(source, allow_scale=False)[0] is first_input:
+            return node.info["norm_kind"]
+    return None

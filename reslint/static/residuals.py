@@ -1,0 +1,240 @@
+"""Find residual adds in a dataflow graph and classify their norm placement and widths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from reslint.static import torch_api
+from reslint.static.graph import Graph, Node, ancestors, data_inputs, reaches, strip_passthrough
+from reslint.static.norms import is_layer_norm, norm_input
+
+PROJECTION_NAMES = ("shortcut", "downsample", "proj", "skip", "residual", "res_conv", "identity")
+
+
+@dataclass
+class Residual:
+    add: Node
+    skip: Node  # the skip operand's source (the stream)
+    skip_term: int
+    branches: list[int]
+    placement: str = "none"
+    parallel: bool = False
+    skip_scaled: bool = False
+    skip_projection: bool = False
+    gated_branch: bool = False
+    dropout_on_skip: bool = False
+    width_mismatch: str = ""
+    pre_norms: list[Node] = field(default_factory=list)
+
+    @property
+    def terms(self) -> list[str]:
+        return self.add.info.get("terms") or []
+
+
+def root(node: Node) -> Node:
+    return strip_passthrough(node, allow_scale=True)[0]
+
+
+def _is_projection(node: Node) -> bool:
+    if node.op != "module":
+        return False
+    module = node.info.get("module") or ""
+    name = (node.info.get("name") or "").lower()
+    if module in torch_api.LINEAR_MODULES or module in torch_api.CONV_MODULES or module in ("linear", "conv1d",
+                                                                                            "conv2d"):
+        return True
+    return any(part in name for part in PROJECTION_NAMES)
+
+
+def find_residuals(graph: Graph, index) -> list[Residual]:
+    norms_by_source: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        if is_layer_norm(node):
+            source = norm_input(node)
+            if source is not None:
+                norms_by_source.setdefault(id(root(source)), []).append(node)
+
+    residuals: list[Residual] = []
+    for node in graph.nodes:
+        if node.op != "add" or len(data_inputs(node)) < 2:
+            continue
+        residual = _classify_add(node, norms_by_source)
+        if residual is not None:
+            residual.width_mismatch = width_mismatch(residual, index)
+            residuals.append(residual)
+
+    pre_norm_ids = {(id(residual.skip), id(norm)) for residual in residuals for norm in residual.pre_norms}
+    for residual in residuals:
+        if residual.placement != "none":
+            continue
+        for norm in norms_by_source.get(id(residual.add), []):
+            if (id(residual.add), id(norm)) in pre_norm_ids:
+                continue  # the next block's pre-norm, not a Post-LN
+            if not _same_block(residual.add, norm):
+                continue
+            residual.placement = "post"
+            break
+    return residuals
+
+
+def _same_block(add: Node, norm: Node) -> bool:
+    frame = add.stack_frame
+    if frame is None:
+        return True
+    return frame in norm.frames and norm.frames.index(frame) == add.frames.index(frame)
+
+
+def _classify_add(add: Node, norms_by_source) -> Residual | None:
+    terms = list(add.inputs)
+    stripped = [strip_passthrough(term, allow_scale=True) for term in terms]
+    for skip_index, (deepest, walked) in enumerate(stripped):
+        # The skip's source is the shallowest value on its pass-through chain that feeds a branch:
+        # `x = drop(emb); x + f(x)` keeps the embedding dropout out of the skip path.
+        for depth, candidate in enumerate(walked + [deepest]):
+            if candidate.op in ("const", "attr"):
+                continue
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)]
+            if branches:
+                return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
+                                 projection=False)
+    for skip_index, (skip_root, walked) in enumerate(stripped):
+        if not _is_projection(skip_root) or not skip_root.inputs:
+            continue
+        source = root(skip_root.inputs[0])
+        branches = [j for j, term in enumerate(terms)
+                    if j != skip_index and reaches(term, source, True) and root(term) is not skip_root]
+        if branches:
+            return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
+    return None
+
+
+def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, projection) -> Residual:
+    residual = Residual(add, skip_root, skip_index, branches, skip_projection=projection)
+    residual.dropout_on_skip = any(step.op == "dropout" for step in walked)
+    residual.skip_scaled = any(step.op in ("mul", "div") for step in walked)
+    branch_nodes = [add.inputs[j] for j in branches]
+    residual.parallel = len(branches) > 1 or any(
+        root(b).op == "add" and len([t for t in root(b).inputs if reaches(t, skip_root, True)]) > 1
+        for b in branch_nodes)
+    residual.gated_branch = any(
+        any(step.op == "mul" for step in strip_passthrough(b, allow_scale=True)[1]) for b in branch_nodes)
+    pre_norms = []
+    for norm in norms_by_source.get(id(skip_root), []):
+        if any(id(norm) in ancestors(b) for b in branch_nodes):
+            pre_norms.append(norm)
+    residual.pre_norms = pre_norms
+    branch_output_normed = all(is_layer_norm(strip_passthrough(b, allow_scale=True)[0]) for b in branch_nodes)
+    if pre_norms:
+        residual.placement = "sandwich" if branch_output_normed else "pre"
+    elif branch_output_normed:
+        residual.placement = "branch-post"
+    return residual
+
+
+# ----- widths ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Width:
+    """A feature width: `base + offset` in one class's constructor scope, or relative to the skip."""
+
+    scope: str  # class name; "" for the skip-relative width
+    base: str  # normalised expression text ("d_model"), "" for a literal
+    offset: int
+    text: str
+
+    def comparable(self, other: Width) -> bool:
+        return self.base == other.base and (self.scope == other.scope or self.base == "")
+
+
+def _width_from_expr(expr: cst.BaseExpression | None, scope: str, module: cst.Module) -> Width | None:
+    if expr is None:
+        return None
+    text = module.code_for_node(expr).strip()
+    if isinstance(expr, cst.Integer):
+        return Width("", "", int(expr.value.replace("_", ""), 0), text)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)) \
+            and isinstance(expr.right, cst.Integer):
+        inner = _width_from_expr(expr.left, scope, module)
+        if inner is None:
+            return None
+        delta = int(expr.right.value, 0) * (1 if isinstance(expr.operator, cst.Add) else -1)
+        return Width(inner.scope, inner.base, inner.offset + delta, text)
+    base = "".join(text.split()).replace("self.", "")
+    return Width(scope, base, 0, text)
+
+
+def width_mismatch(residual: Residual, index) -> str:
+    """Describe a provable width difference between skip and branch, or ""."""
+    if residual.skip_projection:
+        return ""
+    module = index.module
+    binding: dict[str, Width] = {}
+
+    def width(node: Node, depth: int = 0):
+        if node is residual.skip:
+            return "skip", 0
+        if depth > 200:
+            return None
+        if node.op in ("dropout", "act", "norm", "neg") or (node.op == "pass" and not node.info.get("width_changing")):
+            return width(node.inputs[0], depth + 1) if node.inputs else None
+        if "norm_kind" in node.info and "norm_input" in node.info:
+            return width(node.info["norm_input"], depth + 1)
+        if node.op in ("add", "sub", "mul", "div", "phi"):
+            for parent in data_inputs(node):
+                found = width(parent, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        if node.op == "module":
+            spec = node.info.get("spec")
+            module_name = node.info.get("module")
+            if module_name in torch_api.WIDTH_PRESERVING_MODULES and node.inputs:
+                return width(node.inputs[0], depth + 1)
+            if module_name in torch_api.LINEAR_MODULES and spec is not None and spec.owner is not None:
+                incoming = width(data_inputs(node)[0], depth + 1) if data_inputs(node) else None
+                if incoming is None:
+                    return None
+                scope = spec.owner.name
+                expected = _width_from_expr(spec.arg(0, "in_features"), scope, module)
+                produced = _width_from_expr(spec.arg(1, "out_features"), scope, module)
+                if expected is None or produced is None:
+                    return None
+                if incoming[0] == "skip":
+                    # The layer accepts the skip's width: the skip is `in_features - offset`.
+                    binding.setdefault("skip", Width(expected.scope, expected.base,
+                                                     expected.offset - incoming[1], expected.text))
+                elif not incoming[1].comparable(expected) or incoming[1].offset != expected.offset:
+                    if incoming[1].comparable(expected):
+                        return None  # the branch itself would not run; not our finding
+                return "width", produced
+        return None
+
+    branch_widths = []
+    for j in residual.branches:
+        found = width(residual.add.inputs[j])
+        if found is None:
+            return ""
+        branch_widths.append((j, found))
+    for j, found in branch_widths:
+        terms = residual.terms
+        branch_text = terms[j] if j < len(terms) else "branch"
+        skip_text = terms[residual.skip_term] if residual.skip_term < len(terms) else "skip"
+        if found[0] == "skip":
+            if found[1] != 0:
+                return f"`{branch_text}` is {found[1]:+d} wider than the skip `{skip_text}`"
+            continue
+        produced: Width = found[1]
+        skip_width = binding.get("skip")
+        if skip_width is None or not skip_width.comparable(produced):
+            continue
+        if produced.offset != skip_width.offset:
+            skip_desc = skip_width.text if skip_width.offset == 0 or skip_width.base == "" else \
+                f"{skip_width.base} {skip_width.offset:+d}".replace("+", "+ ").replace("-", "- ")
+            if skip_width.base == "":
+                skip_desc = str(skip_width.offset)
+            return (f"the branch `{branch_text}` has width `{produced.text}` but the skip `{skip_text}` "
+                    f"has width `{skip_desc}`")
+    return ""
