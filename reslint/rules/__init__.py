@@ -43,8 +43,10 @@ FACT_RULES: dict[str, Rule] = {
 
 
 def run_rules(facts: FileFacts, settings: Settings) -> list[Finding]:
-    findings: list[Finding] = []
+    findings: dict[tuple, Finding] = {}
     for code, rule in FACT_RULES.items():
         if settings.enabled(code):
-            findings.extend(rule(facts, settings))
-    return findings
+            for finding in rule(facts, settings):
+                # A block reused by several stacks is one place in the source: report it once.
+                findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
+    return list(findings.values())

@@ -381,6 +381,9 @@ class Evaluator:
             scope.env = before
             return False
         scope.env = self._merge_envs(branches, statement, scope)
+        if len(continues) == 2 and continues == [False, True]:
+            # `if c: return a` then more code: the rest of the function is the else branch.
+            scope.condition = scope.condition + ((if_id, 1),)
         return True
 
     def _merge_envs(self, envs: list[dict], where, scope: Scope) -> dict:

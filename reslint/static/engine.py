@@ -253,7 +253,9 @@ class StaticExtractor:
                         n.op == "matmul" for n in _near_ancestors(node, 4)):
                     markers.append("attention (softmax over q @ k)")
         stacks = tuple(key for key, stack in self.facts.stacks.items() if stack.owner in classes)
-        own = [fact for fact in self.facts.residuals if not fact.stack and (fact.block in classes)]
+        stack_blocks = {name for key in stacks for name in self.facts.stacks[key].block_classes}
+        own = [fact for fact in self.facts.residuals
+               if not fact.stack and fact.block in classes and fact.block not in stack_blocks]
         from reslint.facts import combined_placement
 
         placement = combined_placement(own) if own else "none"

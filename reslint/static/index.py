@@ -461,6 +461,10 @@ def name_spec(spec: ModuleSpec, attr: str) -> None:
     spec.attr = attr
     for key, inner in spec.named.items():
         name_spec(inner, f"{attr}.{key}")
+    if spec.kind == "container" and not spec.repeated:
+        for position, inner in enumerate(spec.elements):
+            if not inner.attr:
+                name_spec(inner, f"{attr}[{position}]")
 
 
 def spec_identity(spec: ModuleSpec) -> tuple:

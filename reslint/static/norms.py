@@ -133,7 +133,7 @@ def find_hand_written_norms(graph: Graph) -> list[HandWrittenNorm]:
                     candidates.append((numerator, inverse))
         for numerator, ((stat_kind, statistics, variance, described), has_eps) in candidates:
             centered = _centered(numerator)
-            source = centered[0] if centered else strip_passthrough(numerator, allow_scale=False)[0]
+            source = centered[0] if centered else strip_passthrough(numerator, allow_scale=True)[0]
             if centered:
                 statistics = statistics + [centered[1]]
             described_root = strip_passthrough(described, allow_scale=False)[0]

@@ -1,0 +1,37 @@
+"""Golden files: `fixtures/.../x.py` with the exact expected findings beside it in `x.expected`.
+
+Each line of an expected file is `LINE:COL CODE` for a finding or `summary: ...` for a model
+summary line. Set RESLINT_UPDATE_GOLDEN=1 to rewrite them after a reviewed change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reslint.analysis import analyze_file
+from reslint.findings import placement_label, stack_summary_line
+from reslint.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def fixture_files() -> list[Path]:
+    return sorted(path for path in FIXTURES.rglob("*.py") if path.with_suffix(".expected").exists())
+
+
+def render(path: Path, settings: Settings | None = None) -> list[str]:
+    relative = path.relative_to(ROOT).as_posix()
+    result = analyze_file(relative, path.read_bytes(), settings or Settings())
+    lines = [f"{f.line}:{f.column} {f.code}" for f in sorted(result.findings, key=lambda f: f.sort_key)]
+    for model in result.models:
+        for stack in model.stacks:
+            lines.append("summary: " + stack_summary_line(model, stack))
+        if not model.stacks:
+            lines.append(f"summary: {model.name}: {placement_label(model.placement)}")
+    return lines
+
+
+def expected(path: Path) -> list[str]:
+    text = path.with_suffix(".expected").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
