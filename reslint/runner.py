@@ -54,12 +54,23 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
     jobs = settings.jobs or os.cpu_count() or 1
     if len(sources) > 1 and jobs > 1:
+        preload_engine()
         with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
             chunksize = max(1, len(sources) // (min(jobs, len(sources)) * 4))
             outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
     else:
         outcomes = [check_source(source, settings) for source in sources]
     return merge(outcomes, len(sources))
+
+
+def preload_engine() -> None:
+    """Import the engine before forking, so workers share it instead of each importing libcst."""
+    try:
+        import libcst  # noqa: F401
+        import reslint.rules  # noqa: F401
+        import reslint.static.engine  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
+        pass
 
 
 def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:

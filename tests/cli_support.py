@@ -1,0 +1,77 @@
+"""Sample sources and helpers shared by the CLI-level tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESLINT = Path(sys.executable).with_name("reslint")
+
+# One finding of each severity: RL101 (info) and RL201 (warning) from the static engine,
+# RL901 (error) from the parser.
+POST_LN = '''\
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ff = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.norm(x + self.ff(x))
+'''
+POST_LN_LINE = 11
+
+BATCHNORM = '''\
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.norm = nn.BatchNorm1d(16)
+
+    def forward(self, tokens):
+        return self.norm(self.embed(tokens).transpose(1, 2))
+'''
+BATCHNORM_LINE = 8
+
+SYNTAX_ERROR = "def broken(:\n    pass\n"
+CLEAN = "VALUE = 1\n"
+
+
+def write(directory: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return directory
+
+
+def run_reslint(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The installed console script, as a user or pre-commit runs it."""
+    environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [str(RESLINT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120,
+    )
+
+
+def run_module(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "reslint", *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120,
+    )
+
+
+def codes(json_text: str) -> list[tuple[str, str, int]]:
+    return [(finding["path"], finding["code"], finding["line"]) for finding in json.loads(json_text)["findings"]]

@@ -1,0 +1,381 @@
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cli_support import (
+    BATCHNORM, BATCHNORM_LINE, CLEAN, POST_LN, POST_LN_LINE, REPO_ROOT, SYNTAX_ERROR, codes, run_module,
+    run_reslint, write,
+)
+from reslint import cli
+from reslint.catalog import RULES
+from reslint.cli import TORCH_MISSING
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write(tmp_path, {"post.py": POST_LN, "bn.py": BATCHNORM, "clean.py": CLEAN})
+
+
+def check(cwd: Path, *args: str):
+    """A real `reslint check --static` process."""
+    return run_reslint("check", "--static", "--no-cache", *args, cwd=cwd)
+
+
+@pytest.fixture
+def check_here(monkeypatch, capsys):
+    """`reslint check --static` in this process: same code path as the console script, faster."""
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def invoke(cwd: Path, *args: str) -> Outcome:
+        monkeypatch.chdir(cwd)
+        status = cli.run(["check", "--static", "--no-cache", "--jobs", "1", *args])
+        captured = capsys.readouterr()
+        return Outcome(status, captured.out, captured.err)
+
+    return invoke
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("reslint: error: ")
+    return lines[0]
+
+
+# exit codes
+
+def test_clean_files_exit_0(tmp_path):
+    write(tmp_path, {"clean.py": CLEAN})
+    result = check(tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "All checks passed! (1 file)\n", "")
+
+
+def test_warnings_fail_by_default(project):
+    result = check(project)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:2] == [
+        f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + result.stdout.splitlines()[0].split("[warning] ")[1],
+        f"post.py:{POST_LN_LINE}:26: RL101 [info] " + result.stdout.splitlines()[1].split("[info] ")[1],
+    ]
+    assert result.stdout.endswith("Found 2 findings (0 errors, 1 warning, 1 info) in 3 files.\n")
+
+
+@pytest.mark.parametrize(
+    ("files", "fail_on", "status"),
+    [
+        ({"post.py": POST_LN}, None, 0),
+        ({"post.py": POST_LN}, "info", 1),
+        ({"post.py": POST_LN}, "INFO", 1),
+        ({"bn.py": BATCHNORM}, "error", 0),
+        ({"bn.py": BATCHNORM, "broken.py": SYNTAX_ERROR}, "error", 1),
+        ({"bn.py": BATCHNORM}, "warning", 1),
+    ],
+)
+def test_fail_on(tmp_path, files, fail_on, status, check_here):
+    write(tmp_path, files)
+    result = check_here(tmp_path, *(["--fail-on", fail_on] if fail_on else []))
+    assert result.returncode == status, result.stdout + result.stderr
+
+
+def test_exit_zero_keeps_the_report(project, check_here):
+    result = check_here(project, "--exit-zero", "--fail-on", "info")
+    assert result.returncode == 0
+    assert "Found 2 findings" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--select", "RL1"], [("post.py", "RL101")]),
+        (["--select", "rl201"], [("bn.py", "RL201")]),
+        (["--select", "RL101,RL201"], [("bn.py", "RL201"), ("post.py", "RL101")]),
+        (["--select", "RL101", "--select", "RL2"], [("bn.py", "RL201")] + [("post.py", "RL101")]),
+        (["--ignore", "RL2"], [("post.py", "RL101")]),
+        (["--ignore", "RL10"], [("bn.py", "RL201")]),
+        (["--select", "RL1,RL2", "--ignore", "RL101"], [("bn.py", "RL201")]),
+        (["--select", "ALL", "--ignore", "RL1,RL2"], []),
+    ],
+)
+def test_select_and_ignore_with_prefixes(project, args, expected, check_here):
+    result = check_here(project, "--output-format", "json", *args)
+    assert [(path, code) for path, code, _ in codes(result.stdout)] == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--select", "RL999"], "reslint: error: --select: unknown rule code or prefix: 'RL999'"),
+        (["--ignore", "RL1,XX"], "reslint: error: --ignore: unknown rule code or prefix: 'XX'"),
+        (["missing.py"], "reslint: error: path does not exist: missing.py"),
+        (["--config", "nope.toml"], "reslint: error: config file not found: nope.toml"),
+        (["--output-format", "xml"], "reslint: error: Invalid value for '--output-format'"),
+        (["--fail-on", "fatal"], "reslint: error: Invalid value for '--fail-on'"),
+        (["--jobs", "0"], "reslint: error: Invalid value for '--jobs'"),
+        (["--no-such-flag"], "reslint: error: No such option"),
+        (["--statistics", "--output-format", "sarif"], "reslint: error: --statistics works with --output-format text or json"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(project, args, message, check_here):
+    result = check_here(project, *args)
+    assert result.returncode == 2
+    assert one_error_line(result.stderr).startswith(message)
+    assert result.stdout == ""
+
+
+def test_unknown_subcommand_and_bare_invocation_exit_2(tmp_path):
+    result = run_reslint("lint", cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_error_line(result.stderr) == "reslint: error: No such command 'lint'."
+    bare = run_reslint(cwd=tmp_path)
+    assert bare.returncode == 2
+    assert "Usage: reslint" in bare.stderr
+
+
+def test_syntax_error_is_rl901_and_other_files_are_still_checked(tmp_path):
+    write(tmp_path, {"a_broken.py": SYNTAX_ERROR, "post.py": POST_LN})
+    result = check(tmp_path, "--output-format", "json")
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    assert [(f["path"], f["code"]) for f in document["findings"]] == [("a_broken.py", "RL901"), ("post.py", "RL101")]
+    assert document["findings"][0]["message"].startswith("syntax error")
+    assert document["summary"]["files"] == 2
+
+
+def test_undecodable_file_is_rl901(tmp_path, check_here):
+    write(tmp_path, {"latin.py": b"# -*- coding: utf-8 -*-\nname = '\xff\xfe'\n", "clean.py": CLEAN})
+    result = check_here(tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("latin.py:1:1: RL901 [error] cannot decode file")
+
+
+def test_no_python_files_is_a_warning_not_an_error(tmp_path, check_here):
+    (tmp_path / "README.md").write_text("hi\n")
+    result = check_here(tmp_path)
+    assert result.returncode == 0
+    assert result.stderr == "reslint: warning: no Python files to check\n"
+    assert result.stdout == "All checks passed! (0 files)\n"
+
+
+def test_statistics_replaces_the_finding_lines(project, check_here):
+    result = check_here(project, "--statistics")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:2] == ["1  RL101  post-ln", "1  RL201  batchnorm-in-sequence-model"]
+    assert ": RL" not in result.stdout
+
+
+def test_github_and_sarif_formats_run_end_to_end(project, check_here):
+    github = check_here(project, "--output-format", "github")
+    assert github.stdout.splitlines()[0].startswith(f"::warning file=bn.py,line={BATCHNORM_LINE},col=21,title=RL201::")
+    sarif = json.loads(check_here(project, "--output-format", "sarif").stdout)
+    assert [result["ruleId"] for result in sarif["runs"][0]["results"]] == ["RL201", "RL101"]
+
+
+def test_python_dash_m_works(project):
+    result = run_module("check", "--static", "--no-cache", "--select", "RL1", cwd=project)
+    assert result.returncode == 0
+    assert "RL101" in result.stdout
+
+
+# parallelism and cache
+
+def many_files(tmp_path: Path) -> Path:
+    files = {}
+    for index in range(6):
+        files[f"pkg{index % 2}/post_{index}.py"] = POST_LN
+        files[f"pkg{index % 2}/bn_{index}.py"] = BATCHNORM
+    files["pkg0/broken.py"] = SYNTAX_ERROR
+    return write(tmp_path, files)
+
+
+def test_json_is_identical_across_jobs(tmp_path):
+    many_files(tmp_path)
+    serial = check(tmp_path, "--output-format", "json", "--jobs", "1")
+    parallel = check(tmp_path, "--output-format", "json", "--jobs", "2")
+    assert serial.returncode == parallel.returncode == 1
+    assert serial.stdout == parallel.stdout
+    assert len(json.loads(serial.stdout)["findings"]) == 13
+
+
+def test_cache_hit_equals_cold_run(tmp_path):
+    many_files(tmp_path)
+    args = ("check", "--static", "--output-format", "json", "--fail-on", "error")
+    cold = run_reslint(*args, cwd=tmp_path)
+    cache_dir = tmp_path / ".reslint_cache"
+    assert (cache_dir / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert (cache_dir / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    entries = sorted(cache_dir.glob("files/*/*.json"))
+    assert len(entries) == 13
+    warm = run_reslint(*args, cwd=tmp_path)
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
+    assert sorted(cache_dir.glob("files/*/*.json")) == entries
+    uncached = check(tmp_path, "--output-format", "json", "--fail-on", "error")
+    assert uncached.stdout == cold.stdout
+
+
+def test_cache_follows_edits_and_is_not_written_with_no_cache(tmp_path):
+    write(tmp_path, {"model.py": POST_LN})
+    args = ("check", "--static", "--output-format", "json")
+    assert codes(run_reslint(*args, cwd=tmp_path).stdout) == [("model.py", "RL101", POST_LN_LINE)]
+    (tmp_path / "model.py").write_text(CLEAN)
+    assert codes(run_reslint(*args, cwd=tmp_path).stdout) == []
+    assert len(list((tmp_path / ".reslint_cache").glob("files/*/*.json"))) == 1
+
+    fresh = tmp_path / "fresh"
+    write(fresh, {"model.py": POST_LN})
+    run_reslint(*args, "--no-cache", cwd=fresh)
+    assert not (fresh / ".reslint_cache").exists()
+
+
+def test_corrupt_cache_entries_are_ignored(tmp_path):
+    write(tmp_path, {"model.py": POST_LN})
+    args = ("check", "--static", "--output-format", "json")
+    cold = run_reslint(*args, cwd=tmp_path).stdout
+    for entry in (tmp_path / ".reslint_cache").glob("files/*/*.json"):
+        entry.write_text("{not json")
+    assert run_reslint(*args, cwd=tmp_path).stdout == cold
+
+
+# torch requirement
+
+def fake_torch(directory: Path, body: str) -> dict:
+    (directory / "torch").mkdir()
+    (directory / "torch" / "__init__.py").write_text(body)
+    return {"PYTHONPATH": str(directory)}
+
+
+def test_full_check_without_torch_is_a_usage_error(project, tmp_path_factory):
+    # Shadow torch, in case the environment has it installed.
+    hidden = fake_torch(tmp_path_factory.mktemp("no_torch"), "raise ImportError('No module named torch')\n")
+    result = run_reslint("check", "--no-cache", cwd=project, env=hidden)
+    assert result.returncode == 2
+    assert result.stderr == f"reslint: error: {TORCH_MISSING}\n"
+    assert TORCH_MISSING == (
+        "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
+    )
+
+
+def test_full_check_with_torch_runs_the_static_engine(project, tmp_path_factory):
+    present = fake_torch(tmp_path_factory.mktemp("fake_torch"), "")
+    result = run_reslint("check", "--no-cache", "--output-format", "json", cwd=project, env=present)
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert {finding["code"] for finding in document["findings"]} == {"RL101", "RL201"}
+    assert {model["engine"] for model in document["models"]} <= {"static"}
+
+
+# internal errors (in process, with a failing analysis)
+
+def test_internal_error_in_one_file_exits_2_with_one_line(project, monkeypatch, capsys):
+    import reslint.analysis
+
+    real = reslint.analysis.analyze_file
+
+    def explode_on_bn(path, data, settings):
+        if path == "bn.py":
+            raise RuntimeError("engine bug")
+        return real(path, data, settings)
+
+    monkeypatch.setattr(reslint.analysis, "analyze_file", explode_on_bn)
+    monkeypatch.chdir(project)
+    status = cli.run(["check", "--static", "--no-cache", "--jobs", "1", "--output-format", "json"])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert one_error_line(captured.err) == (
+        "reslint: error: internal error while checking bn.py: RuntimeError: engine bug; "
+        "run with --verbose for the traceback"
+    )
+    assert codes(captured.out) == [("post.py", "RL101", POST_LN_LINE)]
+
+    status = cli.run(["check", "--static", "--no-cache", "--jobs", "1", "--verbose"])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "Traceback (most recent call last)" in captured.err
+    assert captured.err.splitlines()[-1].startswith("reslint: error: internal error while checking bn.py")
+
+
+def test_unexpected_exception_outside_files_is_one_line(project, monkeypatch, capsys):
+    import reslint.runner
+
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(reslint.runner, "check_sources", broken)
+    monkeypatch.chdir(project)
+    assert cli.run(["check", "--static"]) == 2
+    assert one_error_line(capsys.readouterr().err) == "reslint: error: internal error: KeyError: 'boom'"
+
+
+# rules, rule, version
+
+def test_rules_lists_every_code():
+    result = run_reslint("rules", cwd=REPO_ROOT)
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["code", "name", "severity", "summary"]
+    assert [line.split()[0] for line in lines[1:]] == list(RULES)
+    assert lines[4].split()[:3] == ["RL101", "post-ln", "info"]
+
+
+@pytest.mark.parametrize("name", ["RL101", "rl101", "post-ln"])
+def test_rule_prints_the_doc_page(tmp_path, name):
+    result = run_reslint("rule", name, cwd=tmp_path)
+    assert result.returncode == 0
+    page = REPO_ROOT / "rules" / "RL101.md"
+    if page.is_file():
+        assert result.stdout == page.read_text(encoding="utf-8").rstrip("\n") + "\n"
+    else:
+        assert result.stdout.startswith("# RL101 post-ln")
+
+
+def test_rule_falls_back_to_the_catalog(monkeypatch, capsys):
+    import reslint.docs
+
+    monkeypatch.setattr(reslint.docs, "DOC_DIRS", ())
+    assert cli.run(["rule", "RL603"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# RL603 non-finite-gradient\n")
+    assert "Default severity: error" in out and RULES["RL603"].fix in out
+
+
+def test_unknown_rule_exits_2(tmp_path):
+    result = run_reslint("rule", "RL999", cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_error_line(result.stderr) == "reslint: error: unknown rule code: 'RL999' (run 'reslint rules' for the list)"
+
+
+def test_version(tmp_path):
+    result = run_reslint("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "reslint 0.1.0\n")
+
+
+# packaging
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject lists packages explicitly (to map rules/ to reslint.ruledocs); catch forgotten ones."""
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    on_disk = {
+        ".".join(path.parent.relative_to(REPO_ROOT).parts)
+        for path in (REPO_ROOT / "reslint").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert on_disk <= listed
+    assert config["package-dir"]["reslint.ruledocs"] == "rules"
+    assert "*.md" in config["package-data"]["reslint.ruledocs"]
