@@ -17,7 +17,9 @@ import click
 import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
-from reslint.discovery import DiscoveryError
+from reslint.discovery import DiscoveryError, discover
+from reslint.reporters import render
+from reslint.runner import InternalError, check_sources
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 OUTPUT_FORMATS = ("text", "json", "sarif", "github")
@@ -64,10 +66,6 @@ def check(
     verbose: bool,
 ) -> int:
     """Check Python files and directories (default: the current directory)."""
-    from reslint.reporters import render
-    from reslint.runner import check_sources
-    from reslint.discovery import discover
-
     output_format = output_format.lower()
     if statistics and output_format not in ("text", "json"):
         raise UsageFailure("--statistics works with --output-format text or json")
@@ -115,7 +113,7 @@ def require_torch() -> None:
         raise UsageFailure(TORCH_MISSING) from None
 
 
-def report_internal_errors(errors: list, verbose: bool) -> None:
+def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
     if verbose:
         for error in errors:
             click.echo(f"Traceback for {error.path}:\n{error.traceback.rstrip()}", err=True)

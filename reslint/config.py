@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ class Overrides:
     cache: bool = True
     verbose: bool = False
     statistics: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 def find_config(start: str | os.PathLike) -> Path | None:
@@ -116,7 +115,6 @@ def apply_overrides(settings: Settings, overrides: Overrides) -> Settings:
         "cache": overrides.cache,
         "verbose": overrides.verbose,
         "statistics": overrides.statistics,
-        "extra": {**settings.extra, **overrides.extra},
     }
     if overrides.select is not None:
         changes["select"] = frozenset(expand_cli_codes("--select", overrides.select))

@@ -100,8 +100,8 @@ def dedupe(findings: list[Finding]) -> list[Finding]:
 def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
     """Everything for one file; runs in a worker process, so it never raises."""
     try:
-        result, text = analyse_source(source, settings)
-        findings = filter_suppressed(result.findings, text)
+        result, data = analyse_source(source, settings)
+        findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
         return FileOutcome(findings=findings, models=list(result.models))
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
@@ -112,9 +112,9 @@ def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
         ))
 
 
-def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, str | None]:
-    """The file's unfiltered result (from the cache when possible) and its decoded text."""
-    from reslint.analysis import analyze_file, decode_source
+def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, bytes | None]:
+    """The file's unfiltered result (from the cache when possible) and its bytes (None: unreadable)."""
+    from reslint.analysis import analyze_file
 
     try:
         with open(source.path, "rb") as handle:
@@ -128,11 +128,19 @@ def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, 
         result = analyze_file(source.display, data, settings)
         if cache:
             cache.store(source.display, data, result)
+    return result, data
+
+
+def decoded(data: bytes | None) -> str | None:
+    """The text the suppression comments are read from; None when the file cannot be decoded."""
+    from reslint.analysis import decode_source
+
+    if data is None:
+        return None
     try:
-        text = decode_source(data)
+        return decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError):
-        text = None
-    return result, text
+        return None
 
 
 def is_reported(finding: Finding, source: SourceFile, settings: Settings) -> bool:

@@ -311,12 +311,10 @@ def test_internal_error_in_one_file_exits_2_with_one_line(project, monkeypatch, 
 
 
 def test_unexpected_exception_outside_files_is_one_line(project, monkeypatch, capsys):
-    import reslint.runner
-
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(reslint.runner, "check_sources", broken)
+    monkeypatch.setattr(cli, "check_sources", broken)
     monkeypatch.chdir(project)
     assert cli.run(["check", "--static"]) == 2
     assert one_error_line(capsys.readouterr().err) == "reslint: error: internal error: KeyError: 'boom'"
@@ -379,3 +377,90 @@ def test_every_package_is_listed_for_the_wheel():
     assert on_disk <= listed
     assert config["package-dir"]["reslint.ruledocs"] == "rules"
     assert "*.md" in config["package-data"]["reslint.ruledocs"]
+
+
+# the repository's fixtures, end to end
+
+def golden_findings() -> list[tuple[str, int, int, str]]:
+    """Every fixture's golden findings, deduplicated per (path, line, code) as check does."""
+    findings = []
+    for expected_file in sorted((REPO_ROOT / "fixtures").rglob("*.expected")):
+        path = expected_file.with_suffix(".py").relative_to(REPO_ROOT).as_posix()
+        for line in expected_file.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith(("#", "summary:")):
+                position, code = line.split()
+                row, column = position.split(":")
+                findings.append((path, int(row), int(column), code))
+    findings.sort()
+    seen, unique = set(), []
+    for path, row, column, code in findings:
+        if (path, row, code) not in seen:
+            seen.add((path, row, code))
+            unique.append((path, row, column, code))
+    return unique
+
+
+def test_check_on_the_fixtures_reports_their_golden_findings(tmp_path):
+    if not (REPO_ROOT / "fixtures").is_dir():
+        pytest.skip("no fixtures in this checkout")
+    isolated = tmp_path / "reslint.toml"  # keep the repository's own [tool.reslint], if any, out of it
+    isolated.write_text("")
+    result = run_reslint(
+        "check", "--static", "--no-cache", "--jobs", "2", "--output-format", "json", "--config", str(isolated),
+        "fixtures", cwd=REPO_ROOT,
+    )
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    actual = [(f["path"], f["line"], f["column"], f["code"]) for f in document["findings"]]
+    assert sorted(actual) == golden_findings()
+    assert {"fixtures/errors/syntax_error.py", "fixtures/errors/not_utf8.py"} <= {
+        path for path, _, _, code in actual if code == "RL901"
+    }
+    assert document["summary"]["files"] == len(list((REPO_ROOT / "fixtures").rglob("*.py")))
+
+
+# runner details (in process, with a stand-in analysis)
+
+def test_unreadable_file_is_rl901_and_the_run_goes_on(tmp_path, check_here):
+    write(tmp_path, {"post.py": POST_LN})
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "gone.py")
+    result = check_here(tmp_path, "--output-format", "json")
+    assert result.returncode == 1
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["path"], f["code"]) for f in findings] == [("dangling.py", "RL901"), ("post.py", "RL101")]
+    assert findings[0]["message"] == "cannot read file: No such file or directory"
+
+
+def test_one_finding_per_path_line_and_code_and_models_sorted(tmp_path, monkeypatch, check_here):
+    import reslint.analysis
+    from reslint.findings import FileResult, Finding, ModelSummary
+
+    def stand_in(path, data, settings):
+        return FileResult(path, [
+            Finding("RL101", "from the trace engine", path, 3, 9, engine="trace"),
+            Finding("RL101", "from the static engine", path, 3, 5),
+            Finding("RL201", "other code, same line", path, 3, 5),
+            Finding("RL101", "other line", path, 4, 1),
+        ], [ModelSummary(path, "Zeta", 20, placement="post"), ModelSummary(path, "Alpha", 10, placement="pre")])
+
+    monkeypatch.setattr(reslint.analysis, "analyze_file", stand_in)
+    write(tmp_path, {"a.py": CLEAN, "b.py": CLEAN})
+    document = json.loads(check_here(tmp_path, "--output-format", "json").stdout)
+    assert [(f["path"], f["line"], f["column"], f["code"]) for f in document["findings"]] == [
+        ("a.py", 3, 5, "RL101"), ("a.py", 3, 5, "RL201"), ("a.py", 4, 1, "RL101"),
+        ("b.py", 3, 5, "RL101"), ("b.py", 3, 5, "RL201"), ("b.py", 4, 1, "RL101"),
+    ]
+    assert [(m["path"], m["name"]) for m in document["models"]] == [
+        ("a.py", "Alpha"), ("a.py", "Zeta"), ("b.py", "Alpha"), ("b.py", "Zeta"),
+    ]
+
+
+def test_per_file_ignores_select_and_suppressions_compose(tmp_path, check_here):
+    write(tmp_path, {
+        "pyproject.toml": "[tool.reslint]\nignore = ['RL3']\n[tool.reslint.per-file-ignores]\n'legacy/*.py' = ['RL1']\n",
+        "legacy/old.py": POST_LN + BATCHNORM.replace("import torch.nn as nn\n", ""),
+        "new.py": POST_LN,
+        "quiet.py": POST_LN.replace("self.ff(x))\n", "self.ff(x))  # noqa\n"),
+    })
+    result = check_here(tmp_path, "--output-format", "json", "--fail-on", "info")
+    assert [(path, code) for path, code, _ in codes(result.stdout)] == [("legacy/old.py", "RL201"), ("new.py", "RL101")]
