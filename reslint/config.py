@@ -104,7 +104,8 @@ def load_settings(cwd: str | os.PathLike, config_file: str | None, overrides: Ov
     else:
         table, prefix = reslint_table(path, cwd)
         settings = settings_from_table(table, ConfigContext(display_path(path, cwd), prefix))
-        settings = replace(settings, root=str(path.parent.resolve()))
+        # abspath, not resolve: file paths are compared to the root without resolving symlinks
+        settings = replace(settings, root=os.path.abspath(path.parent))
     return apply_overrides(settings, overrides)
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_support import BATCHNORM, POST_LN, run_reslint, write
+from cli_support import BATCHNORM, POST_LN, codes, run_reslint, write
 from reslint.catalog import RULES
 from reslint.config import ConfigError, Overrides, find_config, load_settings
 from reslint.settings import ModelFactory
@@ -66,7 +66,7 @@ def test_every_key_is_parsed(tmp_path):
         ModelFactory("model.py:GPT(GPTConfig())", "long[2,64]<50257"),
         ModelFactory("pkg.models:build()", None),
     )
-    assert settings.root == str(tmp_path.resolve())
+    assert settings.root == str(tmp_path)
 
 
 def test_defaults_without_any_config(tmp_path):
@@ -86,7 +86,7 @@ def test_nearest_pyproject_with_a_reslint_table_wins_walking_up(tmp_path):
     assert find_config(nested) == tmp_path / "pyproject.toml"
     settings = load_settings(nested, None, Overrides())
     assert settings.fail_on == "info"
-    assert settings.root == str(tmp_path.resolve())
+    assert settings.root == str(tmp_path)
 
 
 def test_explicit_config_file_pyproject_or_top_level_toml(tmp_path):
@@ -96,7 +96,7 @@ def test_explicit_config_file_pyproject_or_top_level_toml(tmp_path):
     settings = load_settings(tmp_path, "ci/reslint.toml", Overrides())
     assert settings.fail_on == "error"
     assert settings.select == frozenset({"RL201"})
-    assert settings.root == str((tmp_path / "ci").resolve())
+    assert settings.root == str(tmp_path / "ci")
     assert load_settings(tmp_path / "ci", "../pyproject.toml", Overrides()).fail_on == "info"
 
 
@@ -194,3 +194,14 @@ def test_fail_on_from_config_and_its_override(tmp_path):
     write(tmp_path, {"pyproject.toml": "[tool.reslint]\nfail-on = 'info'\n", "model.py": POST_LN})
     assert run_reslint("check", "--static", "--no-cache", cwd=tmp_path).returncode == 1
     assert run_reslint("check", "--static", "--no-cache", "--fail-on", "warning", cwd=tmp_path).returncode == 0
+
+
+def test_root_keeps_symlinked_paths_so_globs_still_match(tmp_path):
+    real = tmp_path / "real"
+    write(real, {"pyproject.toml": "[tool.reslint]\nexclude = ['src/legacy']\n", "src/legacy/old.py": BATCHNORM, "src/new.py": BATCHNORM})
+    (tmp_path / "link").symlink_to(real)
+    result = run_reslint(
+        "check", "--static", "--no-cache", "--output-format", "json", "--config", "link/pyproject.toml", "link",
+        cwd=tmp_path,
+    )
+    assert [path for path, _, _ in codes(result.stdout)] == ["link/src/new.py"]
