@@ -18,12 +18,11 @@ import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
 from reslint.discovery import DiscoveryError, discover
-from reslint.reporters import render
+from reslint.reporters import FORMATS, render
 from reslint.runner import InternalError, check_sources
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-OUTPUT_FORMATS = ("text", "json", "sarif", "github")
-# click >= 8.2 raises this for a bare `reslint`; show the help, like click does, but exit 2.
+# click >= 8.2 raises this for a bare `reslint`: show the help and say what is missing.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
 
@@ -43,7 +42,7 @@ def cli() -> None:
 @click.option("--static", is_flag=True, help="Static analysis only: never import or run the checked code (no torch needed).")
 @click.option("--select", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes to report (e.g. RL1,RL201); replaces the config's.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes not to report; replaces the config's.")
-@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False), default="text", show_default=True, help="How to print the findings.")
+@click.option("--output-format", type=click.Choice(FORMATS, case_sensitive=False), default="text", show_default=True, help="How to print the findings.")
 @click.option("--fail-on", type=click.Choice(SEVERITIES, case_sensitive=False), default=None, help="Lowest severity that makes the exit status 1 (default: warning, or the config's).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors in reslint itself still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of one line per finding.")
@@ -157,7 +156,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         status = cli.main(args=args, prog_name="reslint", standalone_mode=False)
     except NO_ARGS_IS_HELP as error:
-        click.echo(error.ctx.get_help() if error.ctx else "", err=True)
+        if error.ctx is not None:
+            click.echo(error.ctx.get_help())
+        print_error(f"missing command: one of {', '.join(sorted(cli.commands))}")
         return EXIT_ERROR
     except click.UsageError as error:
         print_error(error.format_message())

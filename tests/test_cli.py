@@ -145,7 +145,8 @@ def test_unknown_subcommand_and_bare_invocation_exit_2(tmp_path):
     assert one_error_line(result.stderr) == "reslint: error: No such command 'lint'."
     bare = run_reslint(cwd=tmp_path)
     assert bare.returncode == 2
-    assert "Usage: reslint" in bare.stderr
+    assert bare.stdout.startswith("Usage: reslint")
+    assert one_error_line(bare.stderr) == "reslint: error: missing command: one of check, rule, rules"
 
 
 def test_syntax_error_is_rl901_and_other_files_are_still_checked(tmp_path):
@@ -464,3 +465,29 @@ def test_per_file_ignores_select_and_suppressions_compose(tmp_path, check_here):
     })
     result = check_here(tmp_path, "--output-format", "json", "--fail-on", "info")
     assert [(path, code) for path, code, _ in codes(result.stdout)] == [("legacy/old.py", "RL201"), ("new.py", "RL101")]
+
+
+def test_cache_io_errors_are_ignored(tmp_path, monkeypatch, capsys):
+    write(tmp_path, {"model.py": POST_LN, ".reslint_cache": "a file where the cache directory should be\n"})
+    monkeypatch.chdir(tmp_path)
+    args = ["check", "--static", "--jobs", "1", "--output-format", "json", "--fail-on", "error"]
+    assert cli.run([*args, "--no-cache"]) == 0
+    uncached = capsys.readouterr()
+    assert cli.run(args) == 0
+    cached = capsys.readouterr()
+    assert (cached.out, cached.err) == (uncached.out, "")
+    assert codes(cached.out) == [("model.py", "RL101", POST_LN_LINE)]
+
+
+def test_file_results_round_trip_through_the_cache_format():
+    from reslint.findings import FileResult, Finding, ModelSummary, StackSummary
+
+    result = FileResult("m.py", [
+        Finding("RL101", "post", "m.py", 3, 2, "Block", "static"),
+        Finding("RL102", "policy", "m.py", 4, 1, severity="error"),
+        Finding("RL201", "explicit default", "m.py", 5, 1, severity="warning"),
+    ], [ModelSummary("m.py", "M", 1, (StackSummary("self.h", "Block", None, "pre", False, 2),), "post", "static", ("n",))])
+    again = FileResult.from_dict(result.to_dict())
+    assert again.findings[:2] == result.findings[:2]
+    assert again.findings[2].effective_severity == "warning"
+    assert again.models == result.models

@@ -13,7 +13,6 @@ from reslint.settings import Settings
 
 BOLD, RESET = "\033[1m", "\033[0m"
 SEVERITY_COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
-DIM = "\033[2m"
 
 
 def use_color(stream: TextIO) -> bool:
