@@ -190,4 +190,9 @@ def silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
+    # A console that cannot encode a character of a message must not turn a report into a crash.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     sys.exit(run(argv))

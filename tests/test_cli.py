@@ -491,3 +491,12 @@ def test_file_results_round_trip_through_the_cache_format():
     assert again.findings[:2] == result.findings[:2]
     assert again.findings[2].effective_severity == "warning"
     assert again.models == result.models
+
+
+def test_a_console_that_cannot_encode_the_output_does_not_crash(tmp_path):
+    write(tmp_path, {"möd.py": POST_LN})
+    text = run_reslint("check", "--static", "--no-cache", cwd=tmp_path, env={"PYTHONIOENCODING": "ascii"})
+    assert (text.returncode, text.stderr) == (0, "")
+    assert text.stdout.startswith("m\\xf6d.py:")
+    machine = run_reslint("check", "--static", "--no-cache", "--output-format", "json", cwd=tmp_path, env={"PYTHONIOENCODING": "ascii"})
+    assert codes(machine.stdout) == [("möd.py", "RL101", POST_LN_LINE)]

@@ -37,4 +37,4 @@ def statistics_document(report: Report) -> list[dict]:
 
 def render_json(report: Report, settings: Settings, stream: TextIO) -> None:
     document = statistics_document(report) if settings.statistics else report_document(report)
-    stream.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    stream.write(json.dumps(document, indent=2) + "\n")

@@ -91,4 +91,4 @@ def sarif_document(report: Report, root: str) -> dict:
 
 def render_sarif(report: Report, settings: Settings, stream: TextIO) -> None:
     document = sarif_document(report, repository_root(settings.root))
-    stream.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    stream.write(json.dumps(document, indent=2) + "\n")
