@@ -29,10 +29,16 @@ def analyze_file(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         module = libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
-        message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
-        result.findings.append(
-            Finding("RL901", f"syntax error: {message}", path, error.raw_line, error.raw_column + 1)
-        )
+        line, column, message = error.raw_line, error.raw_column + 1, "invalid syntax"
+        try:
+            # CPython's parser (parsing only, nothing runs) points at the offending token, libcst at the next one.
+            import ast
+
+            ast.parse(text, filename=path)
+        except SyntaxError as precise:
+            line, column = precise.lineno or line, precise.offset or column
+            message = precise.msg
+        result.findings.append(Finding("RL901", f"syntax error: {message}", path, line, column))
         return result
 
     from reslint.rules import run_rules

@@ -585,6 +585,9 @@ class Evaluator:
             key = self.eval(expr.slice[0].slice.value, scope)
             if isinstance(key, Const) and key.value in value.spec.named:
                 return ModRef(value.spec.named[key.value], f"{value.path}[{key.value!r}]")
+        if isinstance(value, ModRef) and value.spec.kind == "container" and len(expr.slice) == 1 and isinstance(
+                expr.slice[0].slice, cst.Slice):
+            return value  # self.layers[:n] still runs the stack
         if isinstance(value, ModRef) and value.spec.kind == "container":
             if value.spec.repeated and index is None:
                 self._note_iteration(value, expr)
@@ -630,6 +633,8 @@ class Evaluator:
             if attr in ("T", "mT", "H", "real", "data"):
                 return self.new("pass", (base,), expr, scope, name=attr, width_changing=attr != "data")
             return TensorMethod(base, attr)
+        if isinstance(base, RecordValue) and attr in base.fields:
+            return base.fields[attr]
         if isinstance(base, TupleValue):
             nodes = self._nodes_of(base)
             if nodes and attr not in torch_api.SHAPE_ATTRIBUTES:
@@ -918,6 +923,9 @@ class Evaluator:
             kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else None
             if kind is not None:
                 return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
+            if last[:1].isupper() and (last.endswith("Output") or last.endswith("Outputs") or kwargs):
+                # A model-output record (BaseModelOutput(last_hidden_state=h, ...)): fields keep their tensors.
+                return RecordValue(list(args), dict(kwargs))
             return self.new("func", nodes, where, scope, name=qualified)
         function = member.rsplit(".", 1)[-1]
         if function in torch_api.CREATION_FUNCTIONS:
@@ -1006,3 +1014,11 @@ class SplitValue(TupleValue):
     def __init__(self, node: Node):
         super().__init__((node, node))
         self.node = node
+
+
+class RecordValue(TupleValue):
+    """A model-output object: positional items, plus the same values by field name."""
+
+    def __init__(self, args: list, fields: dict):
+        super().__init__(tuple(args) + tuple(fields.values()))
+        self.fields = fields

@@ -405,6 +405,7 @@ def _prefer(previous, fact: ResidualAdd, outermost: bool) -> ResidualAdd:
 def _final_norm(outputs: list[Node]) -> bool | None:
     """Whether the stack's output is normalised before it reaches a head or the model output."""
     reached_end = False
+    opaque = False
     pending = list(outputs)
     seen = set()
     while pending and len(seen) < 5000:
@@ -417,11 +418,19 @@ def _final_norm(outputs: list[Node]) -> bool | None:
         for user in node.users:
             if is_layer_norm(user):
                 return True
-            if user.parametrised:
-                reached_end = True
+            if user.parametrised and not _is_known_head(user):
+                # A module we cannot see into (passed in, imported) may normalise: stay undecided.
+                opaque = True
                 continue
+            # Through heads and projections too: a norm after a projection (SAM's neck) still bounds the scale.
             pending.append(user)
+    if opaque:
+        return None
     return False if reached_end else None
+
+
+def _is_known_head(node: Node) -> bool:
+    return node.op == "module" and node.info.get("module") in torch_api.PARAMETRISED_MODULES | {"linear"}
 
 
 def _near_ancestors(node: Node, depth: int) -> list[Node]:

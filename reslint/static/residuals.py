@@ -65,7 +65,7 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
             residual.width_mismatch = width_mismatch(residual, index)
             residuals.append(residual)
 
-    pre_norm_ids = {(id(residual.skip), id(norm)) for residual in residuals for norm in residual.pre_norms}
+    pre_norm_ids = {(id(root(residual.skip)), id(norm)) for residual in residuals for norm in residual.pre_norms}
     for residual in residuals:
         if residual.placement != "none":
             continue
@@ -121,7 +121,7 @@ def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, pro
     residual.gated_branch = any(
         any(step.op == "mul" for step in strip_passthrough(b, allow_scale=True)[1]) for b in branch_nodes)
     pre_norms = []
-    for norm in norms_by_source.get(id(skip_root), []):
+    for norm in norms_by_source.get(id(root(skip_root)), []):
         if any(id(norm) in ancestors(b) for b in branch_nodes):
             pre_norms.append(norm)
     residual.pre_norms = pre_norms
