@@ -112,7 +112,10 @@ class Evaluator:
         self.graph = Graph()
         self.if_ids = count(1)
         self.norm_class_kinds: dict[str, str | None] = {}
-        self.source_text: dict[int, str] = {}
+        # Values assumed for configuration flags (`self.normalize_before`) that do not fold, so that
+        # every `if` on one flag takes the same branch within one evaluation.
+        self.assumptions: dict[str, bool] = {}
+        self.undecided: list[str] = []
 
     # ----- entry points ---------------------------------------------------------
 
@@ -352,7 +355,7 @@ class Evaluator:
                 return self._run_if(statement.orelse, scope)
             return True
         self.eval(statement.test, scope)
-        if_id = next(self.if_ids)
+        if_id, flipped = self._condition_identity(statement.test, scope)
         before = dict(scope.env)
         branches = []
         continues = []
@@ -366,7 +369,7 @@ class Evaluator:
         for branch_index, body in enumerate(alternatives):
             scope.env = dict(before)
             saved_condition = scope.condition
-            scope.condition = saved_condition + ((if_id, branch_index),)
+            scope.condition = saved_condition + ((if_id, branch_index ^ flipped),)
             if body is None:
                 flows = True
             elif isinstance(body, cst.If):
@@ -383,8 +386,17 @@ class Evaluator:
         scope.env = self._merge_envs(branches, statement, scope)
         if len(continues) == 2 and continues == [False, True]:
             # `if c: return a` then more code: the rest of the function is the else branch.
-            scope.condition = scope.condition + ((if_id, 1),)
+            scope.condition = scope.condition + ((if_id, 1 ^ flipped),)
         return True
+
+    def _condition_identity(self, test, scope: Scope) -> tuple[object, int]:
+        """Ifs on the same flag (`if self.pre_norm` / `if not self.pre_norm`) share one identity."""
+        flipped = 0
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, flipped = test.expression, flipped ^ 1
+        if isinstance(test, cst.Attribute) and scope.self_value is not None and _rooted_at_self(test):
+            return ("flag", f"{scope.self_value.cls.name}:{self.code(test)}"), flipped
+        return next(self.if_ids), 0
 
     def _merge_envs(self, envs: list[dict], where, scope: Scope) -> dict:
         merged = dict(envs[0])
@@ -409,8 +421,14 @@ class Evaluator:
         if isinstance(test, cst.Name) and test.value in scope.env:
             value = scope.env[test.value]
             return bool(value.value) if isinstance(value, Const) else None
-        if isinstance(test, cst.Attribute) and is_self_attr(test) and scope.self_value is not None:
-            return self.fold_self_attr(scope.self_value, test.attr.value)
+        if isinstance(test, cst.Attribute) and scope.self_value is not None and _rooted_at_self(test):
+            key = f"{scope.self_value.cls.name}:{self.code(test)}"
+            if key in self.assumptions:
+                return self.assumptions[key]
+            decided = self.fold_self_attr(scope.self_value, test.attr.value) if is_self_attr(test) else None
+            if decided is None and key not in self.undecided:
+                self.undecided.append(key)
+            return decided
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             comparison = test.comparisons[0]
             if isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(comparison.comparator, cst.Name) \
@@ -833,7 +851,9 @@ class Evaluator:
         data = self._data_args(args, kwargs, where, scope)
         if spec.kind == "builtin":
             return self.call_builtin_module(spec, ref, data, args, kwargs, where, scope, name, stack_key)
-        if spec.kind in ("external", "passed", "unknown", "classref"):
+        if spec.kind == "unknown":
+            return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
+        if spec.kind in ("external", "passed", "classref"):
             kind = torch_api.norm_kind_from_name(spec.name) if spec.kind == "external" else None
             if kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
@@ -1022,3 +1042,9 @@ class RecordValue(TupleValue):
     def __init__(self, args: list, fields: dict):
         super().__init__(tuple(args) + tuple(fields.values()))
         self.fields = fields
+
+
+def _rooted_at_self(node: cst.BaseExpression) -> bool:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name) and node.value == "self"

@@ -7,6 +7,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
 from reslint.static import torch_api
+from itertools import product
+
 from reslint.static.dataflow import Evaluator
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
@@ -17,9 +19,11 @@ FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
                   ("linear1", "linear2"), ("dense_h_to_4h", "dense_4h_to_h"), ("wi", "wo"), ("up", "down"),
                   ("fc_in", "fc_out"), ("intermediate", "output"), ("w_1", "w_2")}
-FFN_WIDTH_HINTS = ("d_ff", "ff", "ffn", "hidden", "intermediate", "inner", "mlp", "4 *", "4*", "* 4", "*4",
-                   "dim_feedforward", "expansion")
+FFN_WIDTH_HINTS = ("d_ff", "ffn", "hidden_dim", "intermediate", "d_inner", "mlp", "4 *", "4*", "* 4", "*4",
+                   "dim_feedforward", "ff_dim", "mlp_ratio")
+FFN_CONTAINER_HINTS = ("mlp[", "ffn[", "ff[", "feed_forward[", "fc[")
 LOW_RANK_HINTS = ("lora", "adapter", "bottleneck", "low_rank", "lowrank")
+NOT_FFN_OWNERS = ("attention", "projector", "embed", "head", "classifier", "scaler", "pooler")
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
@@ -55,56 +59,72 @@ class StaticExtractor:
 
     def run(self) -> FileFacts:
         module_classes = [info for info in self.index.classes.values() if self.index.is_module_class(info)]
-        used = self._used_as_submodule(module_classes)
-        outermost = [info for info in module_classes if info.name not in used]
-        residuals: dict[tuple[int, int, str], tuple[ResidualAdd, bool]] = {}
-        stack_final_norms: dict[str, tuple[bool, bool | None]] = {}
-        stack_iterations: dict[str, tuple[int, int]] = {}
-        chains: dict[tuple[int, int], LinearChain] = {}
-        hand_norms: dict[tuple[int, int], NormOp] = {}
-        graphs: dict[str, Graph] = {}
-        shared_norm_kinds: dict[str, str | None] = {}
-
+        self.used = self._used_as_submodule(module_classes)
+        outermost = [info for info in module_classes if info.name not in self.used]
+        # Facts gathered over every class evaluated as a root; a place seen from several roots is kept once.
+        self.residual_facts: dict[tuple, ResidualAdd] = {}
+        self.final_norms: dict[str, tuple[bool, bool | None]] = {}
+        self.iterations: dict[str, tuple[int, int]] = {}
+        self.chains: dict[tuple[int, int], LinearChain] = {}
+        self.hand_norms: dict[tuple[int, int], NormOp] = {}
+        self.graphs: dict[str, Graph] = {}
+        norm_kinds: dict[str, str | None] = {}
         for info in module_classes:
-            evaluator = Evaluator(self.index, self.positions, self.path)
-            evaluator.norm_class_kinds = shared_norm_kinds
-            graph = evaluator.evaluate_class(info)
-            graphs[info.name] = graph
-            hand_written = find_hand_written_norms(graph)
-            for norm in hand_written:
-                fact = self._hand_written_fact(norm)
-                hand_norms.setdefault((fact.span.line, fact.span.column), fact)
-            is_outermost = info.name not in used
-            for residual in find_residuals(graph, self.index):
-                fact = self._residual_fact(residual)
-                key = (fact.span.line, fact.span.column, fact.stack)
-                previous = residuals.get(key)
-                residuals[key] = (_prefer(previous, fact, is_outermost), is_outermost)
-            for key, outputs in graph.stack_outputs.items():
-                final = _final_norm(outputs)
-                known = stack_final_norms.get(key)
-                if known is None or (is_outermost and not known[0]):
-                    stack_final_norms[key] = (is_outermost, final)
-            for key, where in graph.stack_iterations.items():
-                stack_iterations.setdefault(key, where)
-            for chain in self._linear_chains(graph):
-                chains.setdefault((chain.span.line, chain.span.column), chain)
+            for graph, assumed in self._evaluations(info, norm_kinds):
+                self.graphs.setdefault(info.name, graph)
+                self._collect(info, graph, assumed)
+        self._finish(module_classes, outermost)
+        return self.facts
 
-        self.facts.residuals = [fact for fact, _ in residuals.values()]
+    def _evaluations(self, info: ClassInfo, norm_kinds):
+        """One graph per assignment of the configuration flags the forward branches on (at most two flags)."""
+        evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.norm_class_kinds = norm_kinds
+        graph = evaluator.evaluate_class(info)
+        flags = sorted(evaluator.undecided, key=_placement_flag_first)[:2]
+        if not flags:
+            yield graph, ()
+            return
+        for values in product((True, False), repeat=len(flags)):
+            assumed = Evaluator(self.index, self.positions, self.path)
+            assumed.norm_class_kinds = norm_kinds
+            assumed.assumptions = dict(zip(flags, values))
+            yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
+                                                      for flag, value in zip(flags, values))
+
+    def _collect(self, info: ClassInfo, graph: Graph, assumed: tuple) -> None:
+        for norm in find_hand_written_norms(graph):
+            fact = self._hand_written_fact(norm)
+            self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
+        is_outermost = info.name not in self.used
+        for residual in find_residuals(graph, self.index):
+            fact = self._residual_fact(residual, assumed)
+            key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
+            self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
+        for key, outputs in graph.stack_outputs.items():
+            known = self.final_norms.get(key)
+            if known is None or (is_outermost and not known[0]):
+                self.final_norms[key] = (is_outermost, _final_norm(outputs))
+        for key, where in graph.stack_iterations.items():
+            self.iterations.setdefault(key, where)
+        for chain in self._linear_chains(graph):
+            self.chains.setdefault((chain.span.line, chain.span.column), chain)
+
+    def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
+        self.facts.residuals = list(self.residual_facts.values())
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
-        self.facts.stacks = self._stacks(module_classes, stack_final_norms, stack_iterations)
-        self.facts.linear_chains = sorted(chains.values(), key=lambda c: (c.span.line, c.span.column))
+        self.facts.stacks = self._stacks(module_classes, self.final_norms, self.iterations)
+        self.facts.linear_chains = sorted(self.chains.values(), key=lambda c: (c.span.line, c.span.column))
         sequence_classes = set()
         for info in outermost:
-            model = self._model_facts(info, graphs)
+            model = self._model_facts(info, self.graphs)
             self.facts.models.append(model)
             if model.sequence_markers:
                 sequence_classes.update(model.classes)
-        self.facts.norms = self._module_norms(module_classes, sequence_classes, graphs) + [
-            _with_sequence(norm, norm.owner in sequence_classes) for norm in hand_norms.values()]
+        self.facts.norms = self._module_norms(module_classes, sequence_classes, self.graphs) + [
+            _with_sequence(norm, norm.owner in sequence_classes) for norm in self.hand_norms.values()]
         self.facts.norms.sort(key=lambda n: (n.span.line, n.span.column))
-        return self.facts
 
     def _used_as_submodule(self, module_classes: list[ClassInfo]) -> set[str]:
         used = set()
@@ -117,7 +137,7 @@ class StaticExtractor:
 
     # ----- residuals ---------------------------------------------------------------------------
 
-    def _residual_fact(self, residual) -> ResidualAdd:
+    def _residual_fact(self, residual, assumed: tuple = ()) -> ResidualAdd:
         add = residual.add
         terms = residual.terms
         skip_text = terms[residual.skip_term] if residual.skip_term < len(terms) else "x"
@@ -130,7 +150,7 @@ class StaticExtractor:
             skip_scaled=residual.skip_scaled, skip_projection=residual.skip_projection,
             gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
             width_mismatch=residual.width_mismatch, stack=frame.key if frame is not None else "",
-            condition=add.condition,
+            condition=add.condition + assumed,
         )
 
     def _builtin_layer_residuals(self, module_classes) -> list[ResidualAdd]:
@@ -331,13 +351,22 @@ class StaticExtractor:
         if norm.variance is not None and _uses_bessel(norm.variance):
             unbiased = self.node_span(norm.variance)
         sequence = None
+        channels_first = self._channels_first(output.owner)
         for statistic in norm.statistics:
-            if _reduces_sequence_axis(statistic):
+            if _reduces_sequence_axis(statistic, channels_first):
                 sequence = self.node_span(statistic)
                 break
         return NormOp(kind=norm.kind, form="hand-written", span=self.node_span(output), owner=output.owner,
                       variant="hand-written", spans_sequence=sequence, unbiased_variance=unbiased,
                       missing_eps=None if norm.has_eps else self.node_span(output))
+
+    def _channels_first(self, owner: str) -> bool:
+        """A LayerNorm2d-style class (`weight[:, None, None] * x`): dim 1 is channels, not time."""
+        info = self.index.classes.get(owner)
+        if info is None:
+            return False
+        text = "".join(self.module.code_for_node(info.node).split())
+        return "[:,None,None]" in text or "2d" in owner.lower() or "channels_first" in text
 
     # ----- FFN chains --------------------------------------------------------------------------
 
@@ -357,11 +386,13 @@ class StaticExtractor:
 
     def _looks_like_ffn(self, owner: str, first: ModuleSpec, second: ModuleSpec) -> bool:
         names = f"{owner} {first.attr} {second.attr}".lower()
-        if any(hint in names for hint in LOW_RANK_HINTS):
+        if any(hint in names for hint in LOW_RANK_HINTS) or any(word in owner.lower() for word in NOT_FFN_OWNERS):
             return False
         if any(hint in owner.lower() for hint in FFN_CLASS_HINTS):
             return True
         if (first.attr, second.attr) in FFN_ATTR_PAIRS:
+            return True
+        if any(first.attr.lower().startswith(hint) for hint in FFN_CONTAINER_HINTS):
             return True
         inner = first.arg(1, "out_features")
         inner_text = self.module.code_for_node(inner) if inner is not None else ""
@@ -390,10 +421,10 @@ def attribute_specs(info: ClassInfo):
             pending.extend(current.named.values())
 
 
-def _prefer(previous, fact: ResidualAdd, outermost: bool) -> ResidualAdd:
-    if previous is None:
+def _prefer(old: ResidualAdd | None, fact: ResidualAdd) -> ResidualAdd:
+    """The same add seen from several roots: keep the most informed view (in a stack, placed, width known)."""
+    if old is None:
         return fact
-    old, _ = previous
     chosen = fact if (fact.stack and not old.stack) or (old.placement == "none" and fact.placement != "none") else old
     if not chosen.width_mismatch and (fact.width_mismatch or old.width_mismatch):
         from dataclasses import replace
@@ -475,7 +506,7 @@ def _uses_bessel(variance: Node) -> bool:
     return True
 
 
-def _reduces_sequence_axis(statistic: Node) -> bool:
+def _reduces_sequence_axis(statistic: Node, channels_first: bool = False) -> bool:
     dims = _reduction_argument(statistic, 1, "dim")
     if dims is UNKNOWN:
         return False
@@ -486,6 +517,8 @@ def _reduces_sequence_axis(statistic: Node) -> bool:
         dims = (dims,)
     if not isinstance(dims, tuple):
         return False
+    if channels_first:
+        return any(d in (-1, -2) for d in dims) and len(dims) >= 2
     return any(d in (1, -2) for d in dims) or len(dims) >= 2
 
 
@@ -505,3 +538,11 @@ def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
 
     return replace(norm, in_sequence_model=in_sequence_model)
 
+
+
+PLACEMENT_FLAG_WORDS = ("norm", "pre", "post", "before", "after", "first", "parallel", "residual", "sandwich")
+
+
+def _placement_flag_first(flag: str) -> int:
+    """Evaluate both values of the flags most likely to switch norm placement."""
+    return 0 if any(word in flag.lower() for word in PLACEMENT_FLAG_WORDS) else 1

@@ -353,8 +353,8 @@ class FileIndex:
                     if isinstance(element, cst.StarredElement):
                         continue
                     spec = self.spec_from_expr(info, element.value, local_specs)
-                    if spec is not None:
-                        elements.append(spec)
+                    # Keep a place for what we cannot name (`ACT2FN[act]`): it may be the activation.
+                    elements.append(spec or ModuleSpec("unknown", "", element.value, info))
                     if depth is not None:
                         depth += 1
             elif isinstance(source, cst.Call) and self.qualified(source.func) in ("OrderedDict",
@@ -362,8 +362,7 @@ class FileIndex:
                 continue
             else:
                 spec = self.spec_from_expr(info, source, local_specs)
-                if spec is not None:
-                    elements.append(spec)
+                elements.append(spec or ModuleSpec("unknown", "", source, info))
                 if depth is not None:
                     depth += 1
         if not repeated and len(elements) > 1 and len({spec_identity(e) for e in elements}) == 1:

@@ -65,18 +65,33 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
             residual.width_mismatch = width_mismatch(residual, index)
             residuals.append(residual)
 
-    pre_norm_ids = {(id(root(residual.skip)), id(norm)) for residual in residuals for norm in residual.pre_norms}
+    skips = {id(residual.skip) for residual in residuals}
     for residual in residuals:
         if residual.placement != "none":
             continue
-        for norm in norms_by_source.get(id(residual.add), []):
-            if (id(residual.add), id(norm)) in pre_norm_ids:
-                continue  # the next block's pre-norm, not a Post-LN
-            if not _same_block(residual.add, norm):
-                continue
+        if _stream_continues(residual.add, skips):
+            continue  # the sum itself is the next residual's skip: any norm on it is that branch's pre-norm
+        if any(_same_block(residual.add, norm) for norm in norms_by_source.get(id(residual.add), [])):
             residual.placement = "post"
-            break
     return residuals
+
+
+def _stream_continues(add: Node, skips: set[int]) -> bool:
+    """Whether the add's output (through dropout, casts, views, merges) is the skip of another residual."""
+    pending, seen = [add], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if id(node) in skips:
+            return True
+        for user in node.users:
+            if user.op in ("dropout", "pass", "phi"):
+                pending.append(user)
+            elif user.op == "add" and any(term is not node and reaches(term, add, False) for term in user.inputs):
+                return True  # added to something computed from it: a residual we could not fully resolve
+    return False
 
 
 def _same_block(add: Node, norm: Node) -> bool:
@@ -112,7 +127,8 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
 
 def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, projection) -> Residual:
     residual = Residual(add, skip_root, skip_index, branches, skip_projection=projection)
-    residual.dropout_on_skip = any(step.op == "dropout" for step in walked)
+    # Only a dropout inside the same module counts: an embedding dropout upstream is not on this skip path.
+    residual.dropout_on_skip = any(step.op == "dropout" and step.frames == add.frames for step in walked)
     residual.skip_scaled = any(step.op in ("mul", "div") for step in walked)
     branch_nodes = [add.inputs[j] for j in branches]
     residual.parallel = len(branches) > 1 or any(
