@@ -102,9 +102,11 @@ class StaticExtractor:
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
         for key, outputs in graph.stack_outputs.items():
-            known = self.final_norms.get(key)
-            if known is None or (is_outermost and not known[0]):
-                self.final_norms[key] = (is_outermost, _final_norm(outputs))
+            # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
+            found = _final_norm(outputs)
+            known = self.final_norms.get(key, (is_outermost, False))[1]
+            merged = True if True in (found, known) else (None if None in (found, known) else False)
+            self.final_norms[key] = (is_outermost, merged)
         for key, where in graph.stack_iterations.items():
             self.iterations.setdefault(key, where)
         for chain in self._linear_chains(graph):
