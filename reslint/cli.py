@@ -106,8 +106,13 @@ def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 
 def require_torch() -> None:
     # The trace engine needs torch in this process; fail before any work, with one clear line.
+    import warnings
+
     try:
-        import torch  # noqa: F401
+        with warnings.catch_warnings():
+            # torch warns at import about optional companions (NumPy); a linter's output is not the place.
+            warnings.simplefilter("ignore")
+            import torch  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken torch install raises more than ImportError
         raise UsageFailure(TORCH_MISSING) from None
 
