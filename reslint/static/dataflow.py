@@ -978,14 +978,14 @@ class Evaluator:
             return self.new(torch_api.MATH_UNARY[function], data, where, scope, function=function)
         if function == "pow" or function == "square":
             return self.new("pow", data, where, scope, function=function, args=args)
-        if function in ("add",):
-            terms = [self.code(a.value) for a in where.args] if isinstance(where, cst.Call) else []
-            values = list(args)
-            if isinstance(where.func, cst.Attribute) and not isinstance(args[0], Node):
-                pass
-            operands = [(v, where) for v in values]
-            inputs = [self.operand(v, where, scope) for v, _ in operands]
-            return self.new("add", inputs, where, scope, terms=terms or ["?"] * len(inputs))
+        if function == "add":
+            # torch.add(x, y) and x.add(y): positional operands are the terms (alpha= only scales one).
+            positional = [a for a in where.args if a.keyword is None] if isinstance(where, cst.Call) else []
+            terms = [self.code(a.value) for a in positional]
+            if isinstance(where.func, cst.Attribute) and len(terms) < len(args):
+                terms = [self.code(where.func.value)] + terms
+            inputs = [self.operand(v, where, scope) for v in args]
+            return self.new("add", inputs, where, scope, terms=terms)
         if function in ("mul", "multiply"):
             inputs = [self.operand(v, where, scope) for v in args]
             return self.new("mul", inputs, where, scope)

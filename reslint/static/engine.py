@@ -159,7 +159,7 @@ class StaticExtractor:
         """torch's own TransformerEncoderLayer/DecoderLayer: placement from `norm_first`."""
         facts = []
         for info in module_classes:
-            for attr, spec in attribute_specs(info):
+            for _, spec in attribute_specs(info):
                 for inner, stack_key in self._builtin_layer_specs(info, spec):
                     placement = self._builtin_placement(inner)
                     if placement is None:
@@ -330,7 +330,6 @@ class StaticExtractor:
                 owner = node.owner or name
                 spans_sequence = None
                 if node.info.get("norm_kind") == "layernorm" and owner in sequence_classes:
-                    args = node.info.get("args") or []
                     call = node.info.get("call")
                     shape_expr = None
                     if isinstance(call, cst.Call):
@@ -340,7 +339,6 @@ class StaticExtractor:
                                                                         else None)
                     if _spans_several_axes(shape_expr):
                         spans_sequence = self.node_span(node)
-                    del args
                 norms.append(NormOp(kind=node.info["norm_kind"], form="functional", span=self.node_span(node),
                                     owner=owner, variant=node.info.get("name", ""), spans_sequence=spans_sequence,
                                     in_sequence_model=owner in sequence_classes))
