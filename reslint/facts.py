@@ -54,6 +54,9 @@ class ResidualAdd:
     stack: str = ""  # key of the stack whose block performs this add, "" if none
     condition: tuple = ()  # ((if_id, branch), ...) for adds under a runtime condition
     builtin: str = ""  # e.g. "nn.TransformerEncoderLayer" when the add lives inside torch
+    skip_shape: tuple | None = None  # exact shapes, from the trace engine
+    branch_shape: tuple | None = None
+    broadcast: str = ""  # "(2, 16, 16) + (2, 16, 1)" when the shapes differ but broadcast
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from reslint.facts import FileFacts
 from reslint.findings import Finding
 from reslint.rules import (
     rl001_residual_shape_mismatch,
+    rl002_residual_broadcast,
     rl003_dropout_on_skip_path,
     rl101_post_ln,
     rl102_mixed_norm_placement,
@@ -29,6 +30,7 @@ Rule = Callable[[FileFacts, Settings], Iterable[Finding]]
 
 FACT_RULES: dict[str, Rule] = {
     "RL001": rl001_residual_shape_mismatch.check,
+    "RL002": rl002_residual_broadcast.check,
     "RL003": rl003_dropout_on_skip_path.check,
     "RL101": rl101_post_ln.check,
     "RL102": rl102_mixed_norm_placement.check,
