@@ -16,8 +16,11 @@ def decode_source(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def analyze_file(path: str, data: bytes, settings: Settings) -> FileResult:
-    """Analyze one file statically. `path` is the display path used in findings."""
+def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None) -> FileResult:
+    """Analyze one file: statically, then (unless `settings.static`) with the trace engine.
+
+    `path` is the display path used in findings; `source_path` the file to import (default: `path`).
+    """
     import libcst
 
     result = FileResult(path=path)
@@ -47,4 +50,81 @@ def analyze_file(path: str, data: bytes, settings: Settings) -> FileResult:
     facts = extract_facts(path, module, text)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
+    if not settings.static:
+        add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def torch_available() -> bool:
+    """A torch with the trace engine's needs (torch.export, torch.fx); else static facts only."""
+    try:
+        import torch
+        import torch.export  # noqa: F401
+        import torch.fx  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken torch install raises more than ImportError
+        return False
+    return hasattr(torch, "nn") and hasattr(torch.export, "export")
+
+
+def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
+                      source_path: str | None) -> None:
+    """Run the trace engine and merge: one finding per (path, line, code), the trace engine's preferred."""
+    import dataclasses
+
+    if not torch_available():
+        return
+    from reslint.rules import run_rules
+    from reslint.trace.engine import trace_file
+
+    traced = trace_file(path, data, settings, source_path=source_path)
+    if traced.imported:
+        result.cacheable = False
+    try:
+        from reslint.trace.graph_facts import facts_from_capture
+    except ImportError:
+        facts_from_capture = None
+    trace_findings = list(traced.findings)
+    summaries = []
+    static_only = dict(traced.static_only)
+    for capture in traced.captures:
+        if facts_from_capture is None:
+            static_only.setdefault(capture.model_name, "the trace engine's graph analysis is not available")
+            continue
+        try:
+            facts = facts_from_capture(capture, path)
+        except Exception as error:  # noqa: BLE001 - a graph we cannot read must not lose the static findings
+            from reslint.trace.loader import one_line
+
+            reason = f"reading the {capture.method} graph failed: {one_line(error)}"
+            trace_findings.append(Finding("RL903", f"{reason}; static facts were used", path,
+                                          capture.class_line, 1, symbol=capture.model_name, engine="trace"))
+            static_only[capture.model_name] = reason
+            continue
+        engine = f"traced ({capture.method})"
+        trace_findings.extend(dataclasses.replace(finding, engine="trace") for finding in run_rules(facts, settings))
+        for summary in facts.model_summaries():
+            summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
+        if not any(summary.name == capture.model_name for summary in summaries):
+            static_only.pop(capture.model_name, None)
+    merged: dict[tuple, Finding] = {}
+    for finding in result.findings:
+        merged.setdefault((finding.path, finding.line, finding.code), finding)
+    for finding in trace_findings:
+        merged[(finding.path, finding.line, finding.code)] = finding
+    result.findings = list(merged.values())
+    traced_names = {summary.name for summary in summaries}
+    models = [summary for summary in result.models if summary.name not in traced_names]
+    result.models = [
+        dataclasses.replace(summary, notes=(*summary.notes, f"static only: {static_only_reason(summary.name, static_only, traced)}"))
+        for summary in models
+    ] + summaries
+
+
+def static_only_reason(name: str, static_only: dict[str, str], traced) -> str:
+    if name in static_only:
+        return static_only[name]
+    if traced.notes:
+        return traced.notes[0]
+    if not traced.imported:
+        return "the file was not imported"
+    return "not built by the trace engine (not discovered as an outermost model; pass --model FILE:EXPR)"

@@ -47,6 +47,9 @@ def cli() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors in reslint itself still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of one line per finding.")
 @click.option("--config", "config_file", metavar="FILE", help="Use this pyproject.toml ([tool.reslint]) or TOML file (top-level keys) instead of searching.")
+@click.option("--model", "models", multiple=True, metavar="SPEC", help="Model factory FILE_OR_MODULE:EXPR, e.g. model.py:GPT(GPTConfig(n_layer=2)) (repeatable; replaces the config's).")
+@click.option("--inputs", metavar="SPEC", help="Example inputs: a shape spec (long[2,64]<50257; float[2,16,512]) or an EXPR in the model file's namespace.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Limit per model for building and tracing it (default: 300).")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Files analysed in parallel (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .reslint_cache/.")
 @click.option("--verbose", is_flag=True, help="Show tracebacks of internal errors.")
@@ -60,6 +63,9 @@ def check(
     exit_zero: bool,
     statistics: bool,
     config_file: str | None,
+    models: tuple[str, ...],
+    inputs: str | None,
+    timeout: float | None,
     jobs: int | None,
     no_cache: bool,
     verbose: bool,
@@ -77,7 +83,13 @@ def check(
         cache=not no_cache,
         verbose=verbose,
         statistics=statistics,
+        models=models or None,
+        inputs=inputs,
+        timeout=timeout,
     )
+    for spec in models:
+        if ":" not in spec:
+            raise UsageFailure(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
     try:
         settings = load_settings(os.getcwd(), config_file, overrides)
         sources = discover(paths or (".",), settings.root, settings.exclude)

@@ -47,6 +47,9 @@ class Overrides:
     cache: bool = True
     verbose: bool = False
     statistics: bool = False
+    models: tuple[str, ...] | None = None  # --model SPEC (repeatable): replaces the config's factories
+    inputs: str | None = None  # --inputs SPEC: wins over the config's per-factory inputs
+    timeout: float | None = None
 
 
 def find_config(start: str | os.PathLike) -> Path | None:
@@ -123,6 +126,13 @@ def apply_overrides(settings: Settings, overrides: Overrides) -> Settings:
         changes["ignore"] = frozenset(expand_cli_codes("--ignore", overrides.ignore))
     if overrides.fail_on is not None:
         changes["fail_on"] = overrides.fail_on.lower()
+    if overrides.models is not None:
+        changes["models"] = tuple(ModelFactory(factory=spec) for spec in overrides.models)
+    if overrides.inputs is not None:
+        changes["inputs"] = overrides.inputs
+        changes["models"] = tuple(replace(factory, inputs=None) for factory in changes.get("models", settings.models))
+    if overrides.timeout is not None:
+        changes["timeout"] = overrides.timeout
     return replace(settings, **changes)
 
 

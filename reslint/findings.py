@@ -148,6 +148,8 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
+    # False when the result depends on more than the file's bytes (the trace engine imported it)
+    cacheable: bool = field(default=True, compare=False)
 
     def to_dict(self) -> dict:
         return {

@@ -126,7 +126,7 @@ def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, 
     result = cache.load(source.display, data) if cache else None
     if result is None:
         result = analyze_file(source.display, data, settings)
-        if cache:
+        if cache and result.cacheable:
             cache.store(source.display, data, result)
     return result, data
 

@@ -1,0 +1,214 @@
+"""Trace one file: import it, build its models on meta, capture a graph of each.
+
+`trace_file` never raises for problems of the checked code: an import or build failure is an
+RL902 finding at the user's line, a model no tracer could capture an RL903 (or RL902 when the
+user's forward itself raised), a timeout an RL903; the static facts stand for those models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from reslint.findings import Finding
+from reslint.settings import Settings
+from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
+
+DEFAULT_TIMEOUT = 300.0  # seconds per model (build + trace) when --timeout is not given
+MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.M)
+
+
+@dataclass
+class TraceResult:
+    captures: list = field(default_factory=list)  # list[Capture]
+    findings: list[Finding] = field(default_factory=list)  # RL902 / RL903
+    static_only: dict[str, str] = field(default_factory=dict)  # model name -> why it was not traced
+    notes: list[str] = field(default_factory=list)
+    imported: bool = False
+
+
+def might_define_models(text: str) -> bool:
+    """Cheap pre-filter: a file without a forward or a *Module base is never imported."""
+    return MODULE_HINT.search(text) is not None
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise TraceTimeout after `seconds` (main thread with SIGALRM only; elsewhere no limit)."""
+    usable = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TraceTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{seconds:g} s"
+
+
+def factories_for(path: str, settings: Settings) -> list:
+    from reslint.trace.models import factory_matches, split_factory
+
+    return [factory for factory in settings.models
+            if factory_matches(split_factory(factory.factory)[0], path, settings.root)]
+
+
+def trace_file(path: str, data: bytes | None, settings: Settings, source_path: str | None = None) -> TraceResult:
+    """Trace the models of one file. `path` is the display path, `source_path` the file to import."""
+    result = TraceResult()
+    real = os.path.abspath(source_path or path)
+    timeout = settings.timeout if settings.timeout is not None else DEFAULT_TIMEOUT
+    factories = factories_for(real, settings)
+    if not factories and data is not None:
+        try:
+            from reslint.analysis import decode_source
+
+            if not might_define_models(decode_source(data)):
+                return result
+        except (UnicodeDecodeError, SyntaxError, LookupError):
+            return result
+    result.imported = True
+    try:
+        # The checked code and torch's export print (graphs, warnings); the report owns stdout.
+        with silenced(), time_limit(timeout):
+            with loaded_module(real, settings.root) as module:
+                signal_off()
+                trace_module(module, path, real, settings, factories, timeout, result)
+    except ImportFailed as error:
+        result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
+                                       path, error.line, 1, engine="trace"))
+        result.notes.append("not imported: " + error.message)
+    except TraceTimeout:
+        result.findings.append(Finding("RL903", f"importing the file timed out after {seconds_text(timeout)}; "
+                                       "static facts were used", path, 1, 1, engine="trace"))
+        result.notes.append(f"import timed out after {seconds_text(timeout)}")
+    return result
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        yield
+
+
+def signal_off() -> None:
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def trace_module(module: Any, path: str, real: str, settings: Settings, factories: list,
+                 timeout: float, result: TraceResult) -> None:
+    from reslint.trace.models import BuildFailed, build_model, discover_models, factory_spec, outermost, split_factory
+
+    if factories:
+        specs = [factory_spec(split_factory(factory.factory)[1], module, real, factory.inputs or settings.inputs)
+                 for factory in factories]
+        skipped: dict[str, str] = {}
+    else:
+        specs, skipped = discover_models(module, real)
+        for spec in specs:
+            spec.inputs = settings.inputs
+    result.static_only.update({name: reason for name, reason in skipped.items()})
+
+    built, failed = [], []
+    for spec in specs:
+        try:
+            with time_limit(timeout):
+                built.append(build_model(spec, real))
+        except BuildFailed as error:
+            failed.append((spec, error))
+        except TraceTimeout:
+            message = f"building {spec.name} timed out after {seconds_text(timeout)}; static facts were used"
+            result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
+            result.static_only[spec.name] = f"timed out after {seconds_text(timeout)}"
+    kept = outermost(built)
+    inner = {type(sub) for item in built for name, sub in item.model.named_modules() if name}
+    for spec, error in failed:
+        if spec.origin == "discovered" and spec.cls in inner:
+            continue  # a part of a model that was built: it is checked through that model
+        result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
+                                       path, error.line, 1, symbol=spec.name, engine="trace"))
+        result.static_only[spec.name] = f"build failed ({error.message})"
+    for item in kept:
+        trace_one(item, module, path, real, timeout, result)
+
+
+def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, result: TraceResult) -> None:
+    from reslint.trace.capture import capture_model, failure_location
+    from reslint.trace.inputs import InputError, from_text, infer_inputs
+    from reslint.trace.models import evaluation_namespace, parameter_count
+
+    spec, model = item.spec, item.model
+    namespace = evaluation_namespace(module)
+
+    def make_inputs(target: Any, device: str):
+        if spec.inputs:
+            return from_text(spec.inputs, namespace, device)
+        return infer_inputs(target, device)
+
+    def cpu_variant():
+        import torch
+
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            target = spec.build()
+        target.eval()
+        return target, make_inputs(target, "cpu")
+
+    try:
+        with time_limit(timeout):
+            inputs = make_inputs(model, item.device)
+            small = parameter_count(model) <= _max_cpu_parameters()
+            capture, failures = capture_model(model, inputs, name=spec.name, line=spec.line, path=real,
+                                              cpu_variant=cpu_variant if small else None)
+    except InputError as error:
+        result.findings.append(Finding("RL903", f"cannot trace {spec.name}: {error}; static facts were used",
+                                       path, spec.line, 1, symbol=spec.name, engine="trace"))
+        result.static_only[spec.name] = str(error)
+        return
+    except TraceTimeout:
+        result.findings.append(Finding(
+            "RL903", f"tracing {spec.name} timed out after {seconds_text(timeout)}; static facts were used",
+            path, spec.line, 1, symbol=spec.name, engine="trace"))
+        result.static_only[spec.name] = f"timed out after {seconds_text(timeout)}"
+        return
+    if capture is not None:
+        capture.notes[:0] = item.notes
+        capture.notes.append(f"inputs: {capture.inputs}")
+        result.captures.append(capture)
+        return
+    first = failures[0]
+    line, raised_here = failure_location(failures, real)
+    if raised_here and line is not None:
+        message = f"the forward of {spec.name} raised {first.reason}; static findings are still reported"
+        result.findings.append(Finding("RL902", message, path, line, 1, symbol=spec.name, engine="trace"))
+    else:
+        tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
+        message = f"tracing {spec.name} failed ({tried}): {first.reason}; static facts were used"
+        result.findings.append(Finding("RL903", message, path, line or spec.line, 1, symbol=spec.name,
+                                       engine="trace"))
+    result.static_only[spec.name] = f"tracing failed: {first.reason}"
+
+
+def _max_cpu_parameters() -> int:
+    from reslint.trace.capture import DRAFT_EXPORT_MAX_PARAMETERS
+
+    return DRAFT_EXPORT_MAX_PARAMETERS

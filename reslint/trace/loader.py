@@ -1,0 +1,143 @@
+"""Import a checked file by path, under a unique module name, and undo the import's side effects.
+
+The file's directory and the project root are put on `sys.path` only while the file is loaded,
+built and traced; the modules the file pulled in from the project are dropped from `sys.modules`
+afterwards, so two checked files with a sibling `config.py` each see their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from types import ModuleType, TracebackType
+from typing import Iterator
+
+
+class TraceTimeout(BaseException):
+    """Raised by the alarm handler when building or tracing one model takes too long.
+
+    A BaseException so that user code's `except Exception` cannot swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class UserError:
+    """An exception from the user's code, located in the checked file."""
+
+    line: int
+    message: str  # "ValueError: bad width" (one line)
+    raised_here: bool  # the exception was raised by a frame of the checked file itself
+
+
+def same_file(first: str, second: str) -> bool:
+    return os.path.normcase(os.path.abspath(first)) == os.path.normcase(os.path.abspath(second))
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, short enough for a finding."""
+    text = str(error).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    name = type(error).__name__
+    return f"{name}: {first}" if first else name
+
+
+def frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
+    return list(traceback.extract_tb(tb)) if tb is not None else []
+
+
+def exception_chain(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def locate(error: BaseException, path: str) -> UserError | None:
+    """The deepest frame of `path` in the traceback of `error` or of the exceptions it wraps."""
+    best: UserError | None = None
+    for link in exception_chain(error):
+        stack = frames(link.__traceback__)
+        if isinstance(link, SyntaxError) and link.filename and same_file(link.filename, path):
+            return UserError(link.lineno or 1, one_line(link), True)
+        for index in range(len(stack) - 1, -1, -1):
+            if same_file(stack[index].filename, path):
+                found = UserError(stack[index].lineno or 1, one_line(link), index == len(stack) - 1)
+                if best is None or (found.raised_here and not best.raised_here):
+                    best = found
+                break
+    return best
+
+
+def module_name_for(path: str) -> str:
+    digest = hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    stem = "".join(ch if ch.isalnum() else "_" for ch in os.path.splitext(os.path.basename(path))[0])
+    return f"_reslint_trace_{digest}_{stem}"
+
+
+RESLINT_DIR = os.path.normcase(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class ImportFailed(Exception):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def is_project_module(module: object, directories: tuple[str, ...]) -> bool:
+    filename = getattr(module, "__file__", None)
+    if not filename:
+        return False
+    absolute = os.path.normcase(os.path.abspath(filename))
+    if "site-packages" in absolute or "dist-packages" in absolute or absolute.startswith(RESLINT_DIR + os.sep):
+        return False
+    return any(absolute.startswith(directory + os.sep) for directory in directories)
+
+
+@contextlib.contextmanager
+def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
+    """Import `path` for the duration of the block; raises ImportFailed (line, one-line message).
+
+    sys.path and sys.modules are restored when the block ends, whatever happens in it.
+    """
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    roots = tuple(dict.fromkeys(os.path.normcase(os.path.abspath(entry)) for entry in (directory, root)))
+    saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
+    saved_argv = list(sys.argv)
+    name = module_name_for(path)
+    try:
+        sys.path[:0] = [entry for entry in dict.fromkeys((directory, os.path.abspath(root))) if entry not in sys.path]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportFailed(1, f"cannot import {os.path.basename(path)}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
+        sys.argv = [path]
+        try:
+            spec.loader.exec_module(module)
+        except (TraceTimeout, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # noqa: BLE001 - SystemExit too: a script's exit must not end the run
+            where = locate(error, path)
+            line = where.line if where else 1
+            raise ImportFailed(line, f"importing the file failed: {one_line(error)}") from None
+        finally:
+            sys.argv = saved_argv
+        yield module
+    finally:
+        sys.path[:] = saved_path
+        for added in set(sys.modules) - saved_modules:
+            if added == name or is_project_module(sys.modules.get(added), roots):
+                sys.modules.pop(added, None)

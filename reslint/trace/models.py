@@ -1,0 +1,278 @@
+"""Which models a checked file defines, and how to build them on the meta device.
+
+Without `--model`, a model is an `nn.Module` subclass defined in the file that can be built
+from nothing: a constructor without required arguments, one whose single required argument is a
+config (a dataclass or simple class whose fields all default, annotated or found in the file's
+namespace), or an HF-style class with a `config_class`. Only the outermost of them are checked:
+a candidate that appears as a submodule type of another built candidate is part of that model.
+
+`--model FILE:EXPR` and `[[tool.reslint.models]] factory` name factories explicitly; EXPR is
+evaluated in the file's namespace with `torch` and `nn` available.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import re
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+from reslint.trace.loader import TraceTimeout, locate, one_line, same_file
+
+CONFIG_PARAM_NAMES = ("config", "cfg", "conf", "args", "params", "hparams", "hp", "settings", "opts", "options", "hps")
+CONFIG_CLASS_SUFFIXES = ("config", "cfg", "args", "params", "hparams", "settings", "options", "conf")
+
+
+@dataclass
+class ModelSpec:
+    """How to build one model: `build()` runs under a device context chosen by the caller."""
+
+    name: str
+    line: int  # the model class's line in the checked file, or the factory's line (1)
+    build: Callable[[], Any]
+    cls: type | None = None
+    inputs: str | None = None  # an input spec that overrides inference
+    origin: str = "discovered"  # "discovered" | "factory"
+
+
+@dataclass
+class BuiltModel:
+    spec: ModelSpec
+    model: Any  # nn.Module
+    device: str  # "meta" | "cpu"
+    notes: list[str] = field(default_factory=list)
+
+
+class BuildFailed(Exception):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def class_line(cls: type, path: str) -> int:
+    try:
+        filename = inspect.getsourcefile(cls)
+        if filename and same_file(filename, path):
+            return inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        pass
+    return 1
+
+
+def required_parameters(callable_: Any) -> list[inspect.Parameter] | None:
+    """Parameters without a default (None: the signature cannot be read)."""
+    try:
+        signature = inspect.signature(callable_)
+    except (TypeError, ValueError):
+        return None
+    return [
+        parameter for parameter in signature.parameters.values()
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                               inspect.Parameter.KEYWORD_ONLY)
+    ]
+
+
+def no_arg_constructible(cls: type) -> bool:
+    if dataclasses.is_dataclass(cls):
+        return all(
+            item.default is not dataclasses.MISSING or item.default_factory is not dataclasses.MISSING
+            for item in dataclasses.fields(cls) if item.init
+        )
+    required = required_parameters(cls)
+    return required == []
+
+
+def is_config_class(obj: Any, *, named: bool = False) -> bool:
+    """A class that looks like a config and can be built without arguments."""
+    import torch
+
+    if not isinstance(obj, type) or obj.__module__ == "builtins":
+        return False
+    if issubclass(obj, (torch.nn.Module, torch.Tensor)) or obj.__module__.startswith(("torch", "typing", "enum")):
+        return False
+    if named and not (dataclasses.is_dataclass(obj) or obj.__name__.lower().endswith(CONFIG_CLASS_SUFFIXES)):
+        return False
+    return no_arg_constructible(obj)
+
+
+def resolve_annotation(annotation: Any, namespace: dict) -> Any:
+    if isinstance(annotation, str):
+        text = annotation.strip().strip("'\"")
+        if text.startswith("Optional[") and text.endswith("]"):
+            text = text[len("Optional["):-1]
+        text = text.split("|")[0].strip()
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", text):
+            return None
+        value: Any = namespace
+        for index, part in enumerate(text.split(".")):
+            value = value.get(part) if index == 0 else getattr(value, part, None)
+            if value is None:
+                return None
+        return value
+    return annotation
+
+
+def config_for(cls: type, parameter: inspect.Parameter, namespace: dict) -> type | None:
+    """The config class to build `cls(config)` with, or None."""
+    config_class = getattr(cls, "config_class", None)
+    if isinstance(config_class, type) and no_arg_constructible(config_class):
+        return config_class
+    annotation = resolve_annotation(parameter.annotation, namespace)
+    if annotation is not None and annotation is not inspect.Parameter.empty:
+        return annotation if is_config_class(annotation) else None
+    name = parameter.name.lower()
+    if not (name in CONFIG_PARAM_NAMES or "config" in name or "cfg" in name):
+        return None
+    unique = {id(obj): obj for obj in namespace.values() if isinstance(obj, type)}
+    configs = [obj for obj in unique.values() if is_config_class(obj, named=True)]
+    if len(configs) == 1:
+        return configs[0]
+    # Several configs: the one named after the model (GPT -> GPTConfig), else give up.
+    prefix = [obj for obj in configs if obj.__name__.lower().startswith(cls.__name__.lower())]
+    return prefix[0] if len(prefix) == 1 else None
+
+
+def builder_for(cls: type, namespace: dict) -> tuple[Callable[[], Any] | None, str]:
+    """A no-argument builder for `cls`, or (None, why not)."""
+    required = required_parameters(cls)
+    if required is None:
+        return None, "its constructor's signature cannot be read"
+    if not required:
+        return cls, ""
+    if len(required) == 1:
+        config = config_for(cls, required[0], namespace)
+        if config is not None:
+            return (lambda: cls(config())), ""
+    names = ", ".join(parameter.name for parameter in required)
+    return None, f"its constructor needs arguments ({names}); pass --model FILE:EXPR"
+
+
+def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dict[str, str]]:
+    """Candidate models defined in the module, and why other module classes were not built."""
+    import torch
+
+    specs: list[ModelSpec] = []
+    skipped: dict[str, str] = {}
+    namespace = vars(module)
+    for obj in list(namespace.values()):
+        if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
+            continue
+        if obj.__module__ != module.__name__ or inspect.isabstract(obj):
+            continue
+        if obj.forward is torch.nn.Module.forward or getattr(obj.forward, "__name__", "") == "_forward_unimplemented":
+            continue
+        try:
+            build, reason = builder_for(obj, namespace)
+        except Exception as error:  # noqa: BLE001 - user classes with unusual signatures or metaclasses
+            build, reason = None, f"cannot tell how to build it ({one_line(error)})"
+        if build is None:
+            skipped[obj.__name__] = reason
+            continue
+        specs.append(ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj))
+    specs.sort(key=lambda spec: spec.line)
+    return specs, skipped
+
+
+def split_factory(spec: str) -> tuple[str, str]:
+    """`FILE_OR_MODULE:EXPR` -> (target, expr); a `.py` path may contain ':' (Windows drives)."""
+    match = re.match(r"^(.*?\.pyi?):(.*)$", spec, re.S)
+    if match:
+        return match.group(1), match.group(2).strip()
+    target, sep, expr = spec.partition(":")
+    if not sep:
+        return "", spec.strip()
+    return target.strip(), expr.strip()
+
+
+def factory_matches(target: str, path: str, root: str) -> bool:
+    """Whether a factory's FILE_OR_MODULE names the checked file."""
+    if not target:
+        return False
+    if target.endswith((".py", ".pyi")) or os.sep in target or "/" in target:
+        return any(same_file(os.path.join(base, target), path) for base in (os.getcwd(), root))
+    relative = target.replace(".", os.sep)
+    for base in (root, os.getcwd()):
+        for candidate in (relative + ".py", os.path.join(relative, "__init__.py")):
+            if same_file(os.path.join(base, candidate), path):
+                return True
+    return False
+
+
+def evaluation_namespace(module: ModuleType) -> dict:
+    import torch
+
+    namespace = dict(vars(module))
+    namespace.setdefault("torch", torch)
+    namespace.setdefault("nn", torch.nn)
+    return namespace
+
+
+def factory_spec(expr: str, module: ModuleType, path: str, inputs: str | None) -> ModelSpec:
+    import torch
+
+    namespace = evaluation_namespace(module)
+
+    def build() -> Any:
+        value = eval(expr, namespace)  # noqa: S307 - the user's own factory expression
+        if isinstance(value, type) and issubclass(value, torch.nn.Module):
+            builder, reason = builder_for(value, namespace)
+            if builder is None:
+                raise TypeError(f"{value.__name__}: {reason}")
+            value = builder()
+        if not isinstance(value, torch.nn.Module):
+            raise TypeError(f"the factory returned {type(value).__name__}, not an nn.Module")
+        return value
+
+    head = re.match(r"\s*([A-Za-z_][\w.]*)", expr)
+    cls = namespace.get(head.group(1).split(".")[0]) if head else None
+    line = class_line(cls, path) if isinstance(cls, type) else 1
+    name = cls.__name__ if isinstance(cls, type) else expr
+    return ModelSpec(name, line, build, cls=cls if isinstance(cls, type) else None, inputs=inputs, origin="factory")
+
+
+def build_model(spec: ModelSpec, path: str) -> BuiltModel:
+    """Build on the meta device; on CPU only where meta construction fails. Raises BuildFailed."""
+    import torch
+
+    notes: list[str] = []
+    try:
+        with torch.device("meta"):
+            model = spec.build()
+        device = "meta"
+    except (TraceTimeout, KeyboardInterrupt):
+        raise
+    except BaseException as meta_error:  # noqa: BLE001 - user code; SystemExit included
+        try:
+            model = spec.build()
+            device = "cpu"
+            notes.append(f"built on CPU: meta construction failed ({one_line(meta_error)})")
+        except (TraceTimeout, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # noqa: BLE001
+            where = locate(error, path)
+            raise BuildFailed(where.line if where else spec.line,
+                              f"cannot build {spec.name}: {one_line(error)}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
+    if spec.origin == "factory" and spec.cls is None:
+        spec.name = type(model).__name__
+        spec.line = class_line(type(model), path)
+    model.eval()
+    return BuiltModel(spec, model, device, notes)
+
+
+def outermost(built: list[BuiltModel]) -> list[BuiltModel]:
+    """Drop discovered models that are a submodule type of another built model."""
+    inner: set[type] = set()
+    for item in built:
+        inner.update(type(sub) for name, sub in item.model.named_modules() if name)
+    return [item for item in built if item.spec.origin == "factory" or type(item.model) not in inner]
+
+
+def parameter_count(model: Any) -> int:
+    return sum(parameter.numel() for parameter in model.parameters())
