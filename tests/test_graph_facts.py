@@ -265,8 +265,9 @@ def test_torch_transformer_encoder(norm_first):
     placement = "pre" if norm_first else "post"
     assert [a.placement for a in facts.residuals] == [placement] * 6
     assert {a.block for a in facts.residuals} == {"nn.TransformerEncoderLayer"}
-    forward_line = TorchEncoder.forward.__code__.co_firstlineno + 1
-    assert {a.span.line for a in facts.residuals} == {forward_line}  # the user's call, not torch's code
+    layer_line = TorchEncoder.__init__.__code__.co_firstlineno + 2
+    assert {a.span.line for a in facts.residuals} == {layer_line}  # the user's layer, not torch's code
+    assert facts.stacks["TorchEncoder.encoder"].iteration.line == TorchEncoder.forward.__code__.co_firstlineno + 1
     stack = facts.stacks["TorchEncoder.encoder"]
     assert (stack.depth, stack.block_classes) == (3, ("nn.TransformerEncoderLayer",))
     assert stack.span.line == TorchEncoder.__init__.__code__.co_firstlineno + 3

@@ -570,6 +570,20 @@ class GraphFacts:
 
     # ----- source mapping ------------------------------------------------------------------------
 
+    def user_lines(self, node) -> list[int]:
+        """Lines of the checked file on the node's stack trace, outermost first."""
+        text = node.meta.get("stack_trace") or ""
+        return [int(m.group("line")) for m in FRAME_RE.finditer(text) if _resolve(m.group("file")) == self.real_path]
+
+    def iteration_span(self, add, attr: str, builtin: bool) -> Span | None:
+        """Where the owner's forward runs the stack: the user frame that calls into the block."""
+        lines = self.user_lines(add)
+        if not builtin:
+            lines = lines[:-1]  # the deepest user frame is the add itself
+        if not lines or self.source_index is None:
+            return None
+        return Span(self.path, lines[-1], self.source_index.call_column(lines[-1], attr.split(".")[-1]))
+
     def span_of(self, node, kind: str = "") -> Span:
         line = None
         text = node.meta.get("stack_trace") or ""
@@ -631,7 +645,8 @@ class GraphFacts:
         key = ""
         if found is not None:
             key, owner, attr, holder = found
-            info = stacks.setdefault(key, {"owner": owner, "attr": attr, "holder": holder, "adds": []})
+            info = stacks.setdefault(key, {"owner": owner, "attr": attr, "holder": holder, "adds": [],
+                                           "builtin": bool(builtin)})
             info["adds"].append(add)
         skip_shape = shape_of(residual.skip_term)
         branch_shapes = [shape_of(b) for b in residual.branches]
@@ -649,6 +664,13 @@ class GraphFacts:
                                                    f"has shape {_format_shape(shape)} ({text})"
             branch_shape = shape
         span = self.span_of(add, "add")
+        if builtin and self.source_index is not None:
+            for path, _kind in reversed(self.module_stack(add)):
+                owner = self.class_of(path)
+                found = self.source_index.constructions.get((owner, builtin[3:])) if owner else None
+                if found is not None:
+                    span = Span(self.path, *found)
+                    break
         skip_text, branch_text = "x", "sublayer(x)"
         written = self.source_index.add_terms(span.line) if self.source_index and not builtin else None
         if written is not None and all(written):
@@ -692,8 +714,10 @@ class GraphFacts:
                                                                                info["attr"].split(".")[0])) \
             if owner_line \
             else Span(self.path, self.class_line, 1)
+        first = min(info["adds"], key=lambda n: self.index[n])
         return Stack(key=key, owner=info["owner"], attribute=f"self.{info['attr']}", span=span,
-                     block_classes=block_classes, depth=depth, final_norm=final_norm)
+                     block_classes=block_classes, depth=depth, final_norm=final_norm,
+                     iteration=self.iteration_span(first, info["attr"], info["builtin"]))
 
     def _final_norm(self, start) -> bool | None:
         """Whether the stack's output is normalised before it reaches a head or the graph output."""
@@ -808,6 +832,8 @@ class _SourceIndex:
         self.lines = text.splitlines()
         self.adds: dict[int, list[int]] = {}
         self.terms: dict[int, list[tuple[str, str]]] = {}
+        self.calls: dict[int, list[tuple[str, int]]] = {}
+        self.constructions: dict[tuple[str, str], tuple[int, int]] = {}
         self.attributes: dict[tuple[str, str], int] = {}
         tree = ast.parse(text)
         for node in ast.walk(tree):
@@ -821,7 +847,14 @@ class _SourceIndex:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "add", "add_"):
                 self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
-            elif isinstance(node, ast.ClassDef):
+            if isinstance(node, ast.Call):
+                func = ast.get_source_segment(text, node.func) or ""
+                self.calls.setdefault(node.lineno, []).append((func, node.col_offset + 1))
+            if isinstance(node, ast.ClassDef):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Call):
+                        callee = getattr(inner.func, "attr", getattr(inner.func, "id", ""))
+                        self.constructions.setdefault((node.name, callee), (inner.lineno, inner.col_offset + 1))
                 for inner in ast.walk(node):
                     if isinstance(inner, ast.Assign):
                         for target in inner.targets:
@@ -841,6 +874,13 @@ class _SourceIndex:
             text = self.lines[line - 1]
             return len(text) - len(text.lstrip()) + 1
         return 1
+
+    def call_column(self, line: int, attr: str) -> int:
+        """Column of the call on `line` whose callee mentions `attr` (`self.blocks[i](x)`)."""
+        for func, column in sorted(self.calls.get(line, []), key=lambda c: -c[1]):
+            if attr and attr in func:
+                return column
+        return self.column(line, "")
 
     def add_terms(self, line: int) -> tuple[str, str] | None:
         """(left, right) source text of the one `a + b` on the line (the outermost when chained)."""
