@@ -104,8 +104,7 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
         trace_findings.extend(dataclasses.replace(finding, engine="trace") for finding in run_rules(facts, settings))
         for summary in facts.model_summaries():
             summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
-        if not any(summary.name == capture.model_name for summary in summaries):
-            static_only.pop(capture.model_name, None)
+        static_only.pop(capture.model_name, None)
     merged: dict[tuple, Finding] = {}
     for finding in result.findings:
         merged.setdefault((finding.path, finding.line, finding.code), finding)

@@ -179,3 +179,24 @@ def test_fx_fallback_propagates_meta_shapes_and_reports_where_they_break():
     assert tuple(linear.meta["val"].shape) == (2, 16, 17)
     assert linear.meta["tensor_meta"].shape == (2, 16, 17)
     assert any(n.stack_trace for n in capture.graph_module.graph.nodes if n.op == "call_module")
+
+
+def test_hf_style_config_class_is_discovered_and_built_on_meta(tmp_path):
+    pytest.importorskip("transformers")
+    path = write(tmp_path, "tiny_gpt.py", textwrap.dedent('''\
+        from transformers import GPT2Config, GPT2Model
+
+
+        class TinyConfig(GPT2Config):
+            def __init__(self, **kwargs):
+                super().__init__(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=32, **kwargs)
+
+
+        class TinyGPT(GPT2Model):
+            config_class = TinyConfig
+    '''))
+    result = trace_file(path, None, Settings(root=str(tmp_path)))
+    assert result.findings == []
+    [capture] = result.captures
+    assert (capture.model_name, capture.class_line, capture.method) == ("TinyGPT", 9, "export")
+    assert capture.model.config.n_layer == 2 and all(p.is_meta for p in capture.model.parameters())
