@@ -70,9 +70,20 @@ def test_inference_from_the_first_consumer():
         assert shapes(nn.Sequential(nn.LSTM(10, 20, batch_first=True))) == [((2, 16, 10), "float32")]
 
 
+def test_hand_written_layers_are_fed_features_of_their_width():
+    class ManualNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = nn.Parameter(torch.ones(24))
+
+    with torch.device("meta"):
+        assert shapes(ManualNorm()) == [((2, 16, 24), "float32")]
+
+
 def test_inference_fails_with_a_hint():
     with pytest.raises(InputError, match="pass --inputs"):
-        infer_inputs(nn.Sequential(nn.ReLU()), "meta")
+        infer_inputs(nn.ParameterList([nn.Parameter(torch.ones(2, 3, 4))]), "meta")
+    assert shapes(nn.Sequential(nn.ReLU())) == [((2, 16, 32), "float32")]  # parameter-free: any features
 
 
 def test_hf_models_get_input_ids_within_positions_and_use_cache_false():

@@ -191,6 +191,13 @@ def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
             return [TensorSpec("float32", shape)], {}, where
         if isinstance(module, (nn.LayerNorm, nn.RMSNorm)) and module.normalized_shape:
             return [TensorSpec("float32", (BATCH, SEQ, *module.normalized_shape))], {}, where
+    # Hand-written layers (a manual LayerNorm's weight (d,), a raw weight matrix (out, in)): features of that width.
+    for name, parameter in model.named_parameters():
+        if parameter.dim() in (1, 2) and parameter.is_floating_point():
+            width = int(parameter.shape[-1])
+            return [TensorSpec("float32", (BATCH, SEQ, width))], {}, f"parameter {name} {tuple(parameter.shape)}"
+    if next(model.parameters(), None) is None:  # a parameter-free function (a hand-written norm, an activation)
+        return [TensorSpec("float32", (BATCH, SEQ, 32))], {}, "default features: the model has no parameters"
     raise InputError("cannot infer the inputs (no embedding, linear, conv or attention layer found); pass --inputs")
 
 
