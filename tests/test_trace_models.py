@@ -126,3 +126,14 @@ def test_factory_matching(tmp_path, monkeypatch):
     assert factory_matches("pkg/models.py", str(target), str(tmp_path))
     assert factory_matches("pkg.models", str(target), str(tmp_path))
     assert not factory_matches("other.py", str(target), str(tmp_path))
+
+
+def test_a_file_without_modules_is_never_imported(tmp_path):
+    from reslint.settings import Settings
+    from reslint.trace.engine import trace_file
+
+    marker = tmp_path / "imported"
+    path = tmp_path / "train.py"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\nimport torch\nprint(torch.zeros(1))\n")
+    result = trace_file(str(path), path.read_bytes(), Settings(root=str(tmp_path)))
+    assert (result.imported, result.findings, marker.exists()) == (False, [], False)

@@ -202,9 +202,9 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, resu
         result.findings.append(Finding("RL902", message, path, line, 1, symbol=spec.name, engine="trace"))
     else:
         tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
-        message = f"tracing {spec.name} failed ({tried}): {first.reason}; static facts were used"
-        result.findings.append(Finding("RL903", message, path, line or spec.line, 1, symbol=spec.name,
-                                       engine="trace"))
+        where = f" at {os.path.basename(real)}:{line}" if line is not None else ""
+        message = f"tracing {spec.name} failed ({tried}){where}: {first.reason}; static facts were used"
+        result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
     result.static_only[spec.name] = f"tracing failed: {first.reason}"
 
 
