@@ -137,3 +137,18 @@ def test_a_file_without_modules_is_never_imported(tmp_path):
     path.write_text(f"open({str(marker)!r}, 'w').close()\nimport torch\nprint(torch.zeros(1))\n")
     result = trace_file(str(path), path.read_bytes(), Settings(root=str(tmp_path)))
     assert (result.imported, result.findings, marker.exists()) == (False, [], False)
+
+
+def test_package_modules_keep_their_relative_imports(tmp_path):
+    package = tmp_path / "src" / "mypkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "config.py").write_text("WIDTH = 12\n")
+    (package / "model.py").write_text(
+        "import torch.nn as nn\nfrom .config import WIDTH\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(WIDTH, WIDTH)\n\n"
+        "    def forward(self, x):\n        return x + self.fc(x)\n")
+    before = set(sys.modules)
+    with loaded_module(str(package / "model.py"), str(tmp_path)) as module:
+        assert module.__name__ == "mypkg.model" and module.WIDTH == 12
+    assert not {name for name in set(sys.modules) - before if name.startswith("mypkg")}

@@ -78,6 +78,24 @@ def locate(error: BaseException, path: str) -> UserError | None:
     return best
 
 
+def package_name(path: str) -> tuple[str, str] | None:
+    """(dotted name, directory to put on sys.path) for a module inside a package, else None."""
+    directory = os.path.dirname(path)
+    if not os.path.isfile(os.path.join(directory, "__init__.py")):
+        return None
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parts = [] if stem == "__init__" else [stem]
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parts.insert(0, os.path.basename(directory))
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+    if not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts), directory
+
+
 def module_name_for(path: str) -> str:
     digest = hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:12]
     stem = "".join(ch if ch.isalnum() else "_" for ch in os.path.splitext(os.path.basename(path))[0])
@@ -116,18 +134,27 @@ def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     saved_path = list(sys.path)
     saved_modules = set(sys.modules)
     saved_argv = list(sys.argv)
-    name = module_name_for(path)
+    package = package_name(path)
+    name = package[0] if package else module_name_for(path)
     try:
-        sys.path[:0] = [entry for entry in dict.fromkeys((directory, os.path.abspath(root))) if entry not in sys.path]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportFailed(1, f"cannot import {os.path.basename(path)}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
+        entries = (package[1],) if package else ()
+        entries += (directory, os.path.abspath(root))
+        sys.path[:0] = [entry for entry in dict.fromkeys(entries) if entry not in sys.path]
         sys.argv = [path]
         try:
-            spec.loader.exec_module(module)
-        except (TraceTimeout, KeyboardInterrupt):
+            if package:
+                # A module of a package: its relative imports need its real dotted name.
+                module = importlib.import_module(name)
+                if not same_file(getattr(module, "__file__", "") or "", path):
+                    raise ImportError(f"{name} resolves to {module.__file__}, not the checked file")
+            else:
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise ImportFailed(1, f"cannot import {os.path.basename(path)}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
+                spec.loader.exec_module(module)
+        except (TraceTimeout, KeyboardInterrupt, ImportFailed):
             raise
         except BaseException as error:  # noqa: BLE001 - SystemExit too: a script's exit must not end the run
             where = locate(error, path)
