@@ -13,7 +13,7 @@ def decode_source(data: bytes) -> str:
 
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")
 
 
 def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None) -> FileResult:
@@ -59,8 +59,8 @@ def torch_available() -> bool:
     """A torch with the trace engine's needs (torch.export, torch.fx); else static facts only."""
     try:
         import torch
-        import torch.export  # noqa: F401
-        import torch.fx  # noqa: F401
+        import torch.export
+        import torch.fx
     except Exception:  # noqa: BLE001 - a broken torch install raises more than ImportError
         return False
     return hasattr(torch, "nn") and hasattr(torch.export, "export")

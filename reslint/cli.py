@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 

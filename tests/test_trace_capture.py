@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from reslint.settings import ModelFactory, Settings  # noqa: E402
-from reslint.trace import capture as capture_module  # noqa: E402
-from reslint.trace.engine import trace_file  # noqa: E402
+from reslint.settings import ModelFactory, Settings
+from reslint.trace import capture as capture_module
+from reslint.trace.engine import trace_file
 
 TINY = "hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100"
 

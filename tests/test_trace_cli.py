@@ -6,7 +6,6 @@ import json
 import textwrap
 
 import pytest
-
 from cli_support import POST_LN, POST_LN_LINE, run_module, write
 
 pytest.importorskip("torch")

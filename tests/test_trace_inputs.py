@@ -7,7 +7,13 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from reslint.trace.inputs import InputError, TensorSpec, from_text, infer_inputs, parse_shape_spec  # noqa: E402
+from reslint.trace.inputs import (
+    InputError,
+    TensorSpec,
+    from_text,
+    infer_inputs,
+    parse_shape_spec,
+)
 
 
 def test_shape_specs_parse():

@@ -9,8 +9,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from reslint.trace.loader import ImportFailed, loaded_module  # noqa: E402
-from reslint.trace.models import build_model, discover_models, factory_matches, outermost, split_factory  # noqa: E402
+from reslint.trace.loader import ImportFailed, loaded_module
+from reslint.trace.models import (
+    build_model,
+    discover_models,
+    factory_matches,
+    outermost,
+    split_factory,
+)
 
 MODELS = textwrap.dedent('''\
     import dataclasses
@@ -105,9 +111,8 @@ def test_import_is_undone(model_file, tmp_path):
 def test_import_failure_points_at_the_users_line(tmp_path):
     path = tmp_path / "broken.py"
     path.write_text("import torch\n\n\ndef helper():\n    raise RuntimeError('no GPU here\\nsecond line')\n\n\nhelper()\n")
-    with pytest.raises(ImportFailed) as caught:
-        with loaded_module(str(path), str(tmp_path)):
-            pass
+    with pytest.raises(ImportFailed) as caught, loaded_module(str(path), str(tmp_path)):
+        pass
     assert caught.value.line == 5
     assert caught.value.message == "importing the file failed: RuntimeError: no GPU here"
 

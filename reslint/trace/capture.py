@@ -18,11 +18,18 @@ import inspect
 import logging
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from reslint.trace.inputs import Inputs
-from reslint.trace.loader import TraceTimeout, exception_chain, locate, one_line, same_file
+from reslint.trace.loader import (
+    TraceTimeout,
+    exception_chain,
+    locate,
+    one_line,
+    same_file,
+)
 
 DRAFT_EXPORT_MAX_PARAMETERS = 50_000_000  # rebuilding on CPU for draft_export: at most ~200 MB of weights
 

@@ -13,15 +13,16 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from reslint.findings import Finding
 from reslint.settings import Settings
 from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
 
 DEFAULT_TIMEOUT = 300.0  # seconds per model (build + trace) when --timeout is not given
-MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.M)
+MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.MULTILINE)
 
 
 @dataclass
@@ -87,10 +88,9 @@ def trace_file(path: str, data: bytes | None, settings: Settings, source_path: s
     result.imported = True
     try:
         # The checked code and torch's export print (graphs, warnings); the report owns stdout.
-        with silenced(), time_limit(timeout):
-            with loaded_module(real, settings.root) as module:
-                signal_off()
-                trace_module(module, path, real, settings, factories, timeout, result)
+        with silenced(), time_limit(timeout), loaded_module(real, settings.root) as module:
+            signal_off()  # the import is done; each model gets its own limit
+            trace_module(module, path, real, settings, factories, timeout, result)
     except ImportFailed as error:
         result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
                                        path, error.line, 1, engine="trace"))
@@ -116,7 +116,14 @@ def signal_off() -> None:
 
 def trace_module(module: Any, path: str, real: str, settings: Settings, factories: list,
                  timeout: float, result: TraceResult) -> None:
-    from reslint.trace.models import BuildFailed, build_model, discover_models, factory_spec, outermost, split_factory
+    from reslint.trace.models import (
+        BuildFailed,
+        build_model,
+        discover_models,
+        factory_spec,
+        outermost,
+        split_factory,
+    )
 
     if factories:
         specs = [factory_spec(split_factory(factory.factory)[1], module, real, factory.inputs or settings.inputs)

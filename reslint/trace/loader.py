@@ -13,9 +13,9 @@ import importlib.util
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
-from typing import Iterator
 
 
 class TraceTimeout(BaseException):

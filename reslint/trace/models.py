@@ -180,7 +180,7 @@ def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dic
 
 def split_factory(spec: str) -> tuple[str, str]:
     """`FILE_OR_MODULE:EXPR` -> (target, expr); a `.py` path may contain ':' (Windows drives)."""
-    match = re.match(r"^(.*?\.pyi?):(.*)$", spec, re.S)
+    match = re.match(r"^(.*?\.pyi?):(.*)$", spec, re.DOTALL)
     if match:
         return match.group(1), match.group(2).strip()
     target, sep, expr = spec.partition(":")
@@ -218,7 +218,7 @@ def factory_spec(expr: str, module: ModuleType, path: str, inputs: str | None) -
     namespace = evaluation_namespace(module)
 
     def build() -> Any:
-        value = eval(expr, namespace)  # noqa: S307 - the user's own factory expression
+        value = eval(expr, namespace)
         if isinstance(value, type) and issubclass(value, torch.nn.Module):
             builder, reason = builder_for(value, namespace)
             if builder is None:
