@@ -200,3 +200,27 @@ def test_hf_style_config_class_is_discovered_and_built_on_meta(tmp_path):
     [capture] = result.captures
     assert (capture.model_name, capture.class_line, capture.method) == ("TinyGPT", 9, "export")
     assert capture.model.config.n_layer == 2 and all(p.is_meta for p in capture.model.parameters())
+
+
+MASKED = textwrap.dedent('''\
+    import torch.nn as nn
+
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x, mask):
+            return x + self.fc(x) * mask
+''')
+
+
+def test_a_missing_input_asks_for_inputs_and_inputs_fix_it(tmp_path):
+    path = write(tmp_path, "masked.py", MASKED)
+    [finding] = trace_file(path, None, Settings(root=str(tmp_path))).findings
+    assert (finding.code, finding.line) == ("RL903", 4)
+    assert finding.message == ("tracing Masked failed (export, fx): TypeError: missing a required argument: 'mask'; "
+                               "pass --inputs; static facts were used")
+    result = trace_file(path, None, Settings(root=str(tmp_path), inputs="float[2,4,8]; float[2,4,1]"))
+    assert result.findings == [] and [c.method for c in result.captures] == ["export"]

@@ -129,9 +129,10 @@ def guard_location(failure: Any, report: Any, path: str) -> str:
 def positional(model: Any, inputs: Inputs) -> list:
     """The forward's arguments in order, keywords folded in, defaults filled."""
     try:
-        bound = inspect.signature(model.forward).bind(*inputs.args, **inputs.kwargs)
-    except TypeError:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
         return list(inputs.args)
+    bound = signature.bind(*inputs.args, **inputs.kwargs)  # TypeError (a missing input): fx fails too
     bound.apply_defaults()
     values = []
     for name, parameter in bound.signature.parameters.items():
@@ -160,10 +161,11 @@ def fx_capture(model: Any, inputs: Inputs) -> tuple[Any, tuple[str, str] | None]
             node.meta["val"] = result
             return result
 
+    arguments = positional(model, inputs)
     propagator = ValueProp(module)
     propagator.current = None
     try:
-        propagator.propagate(*positional(model, inputs))
+        propagator.propagate(*arguments)
     except (TraceTimeout, KeyboardInterrupt):
         raise
     except Exception as error:  # noqa: BLE001 - a shape error at an add is a finding (RL001), not a crash

@@ -210,7 +210,8 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, resu
     else:
         tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
         where = f" at {os.path.basename(real)}:{line}" if line is not None else ""
-        message = f"tracing {spec.name} failed ({tried}){where}: {first.reason}; static facts were used"
+        hint = "; pass --inputs" if "argument" in first.reason and first.reason.startswith("TypeError") else ""
+        message = f"tracing {spec.name} failed ({tried}){where}: {first.reason}{hint}; static facts were used"
         result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
     result.static_only[spec.name] = f"tracing failed: {first.reason}"
 
