@@ -89,8 +89,7 @@ def check(
         timeout=timeout,
     )
     for spec in models:
-        if ":" not in spec:
-            raise UsageFailure(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
+        check_model_spec(spec)
     try:
         settings = load_settings(os.getcwd(), config_file, overrides)
         sources = discover(paths or (".",), settings.root, settings.exclude)
@@ -109,6 +108,16 @@ def check(
     if report.fails(settings.fail_on) and not exit_zero:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def check_model_spec(spec: str) -> None:
+    from reslint.trace.models import split_factory
+
+    target, expr = split_factory(spec)
+    if not target or not expr:
+        raise UsageFailure(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
+    if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
+        raise UsageFailure(f"--model {spec!r}: file not found: {target}")
 
 
 def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:

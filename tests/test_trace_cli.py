@@ -98,3 +98,5 @@ def test_bad_model_spec_is_a_usage_error(tmp_path):
     result = run_module("check", "--model", "no-colon", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("reslint: error: --model 'no-colon': expected FILE_OR_MODULE:EXPR")
+    missing = run_module("check", "--model", "gone.py:Net(4)", cwd=tmp_path)
+    assert (missing.returncode, missing.stderr) == (2, "reslint: error: --model 'gone.py:Net(4)': file not found: gone.py\n")
