@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from reslint.findings import FileResult, Finding
 from reslint.settings import Settings
 
@@ -69,7 +71,6 @@ def torch_available() -> bool:
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
                       source_path: str | None) -> None:
     """Run the trace engine and merge: one finding per (path, line, code), the trace engine's preferred."""
-    import dataclasses
 
     if not torch_available():
         return
@@ -105,18 +106,36 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
         for summary in facts.model_summaries():
             summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
         static_only.pop(capture.model_name, None)
-    merged: dict[tuple, Finding] = {}
-    for finding in result.findings:
-        merged.setdefault((finding.path, finding.line, finding.code), finding)
-    for finding in trace_findings:
-        merged[(finding.path, finding.line, finding.code)] = finding
-    result.findings = list(merged.values())
+    result.findings = merge_findings(result.findings, trace_findings)
     traced_names = {summary.name for summary in summaries}
     models = [summary for summary in result.models if summary.name not in traced_names]
     result.models = [
         dataclasses.replace(summary, notes=(*summary.notes, f"static only: {static_only_reason(summary.name, static_only, traced)}"))
         for summary in models
     ] + summaries
+
+
+# Findings about a whole stack: the engines may point at different lines of it (the static engine at
+# the `for` loop, the trace engine at the block call), so they are one finding per stack.
+STACK_CODES = ("RL102", "RL103", "RL104")
+
+
+def merge_findings(static: list[Finding], traced: list[Finding]) -> list[Finding]:
+    """One finding per place and code, the trace engine's preferred; stack findings once per stack,
+    at the static engine's place (the one the rule pages document) when it has one."""
+
+    def key(finding: Finding) -> tuple:
+        if finding.code in STACK_CODES and "." in finding.symbol:  # symbol is the stack: "TinyGPT.blocks"
+            return (finding.path, finding.code, finding.symbol)
+        return (finding.path, finding.line, finding.code)
+
+    merged: dict[tuple, Finding] = {key(finding): finding for finding in static}
+    for finding in traced:
+        previous = merged.get(key(finding))
+        if previous is not None and finding.code in STACK_CODES:
+            finding = dataclasses.replace(finding, line=previous.line, column=previous.column)
+        merged[key(finding)] = finding
+    return list(merged.values())
 
 
 def static_only_reason(name: str, static_only: dict[str, str], traced) -> str:

@@ -133,7 +133,7 @@ def test_static_check_imports_neither_torch_nor_the_model(without_torch: Sandbox
     report = json.loads(result.stdout)
     codes = [(finding["code"], finding["path"], finding["engine"]) for finding in report["findings"]]
     assert codes == [("RL103", "model.py", "static")], details
-    assert report["findings"][0]["symbol"] == "TinyLM", details
+    assert report["findings"][0]["symbol"] == "TinyLM.blocks", details  # the stack, owner.attribute
     without_torch.assert_nothing_imported(result)
 
 

@@ -19,7 +19,7 @@ def check(facts: FileFacts, settings: Settings):
             "RL102",
             f"blocks of `{stack.attribute}` in `{stack.owner}` mix Pre-LN and Post-LN ({lines}): the stream's "
             "scale then changes from block to block; use one placement throughout",
-            stack.span.path, stack.span.line, stack.span.column, symbol=stack.owner, engine=facts.engine,
+            stack.span.path, stack.span.line, stack.span.column, symbol=stack.key, engine=facts.engine,
         )
     if settings.norm_placement == "post":
         for add in facts.residuals:

@@ -17,5 +17,5 @@ def check(facts: FileFacts, settings: Settings):
             f"the Pre-LN stack `{stack.attribute}` of `{stack.owner}` feeds the head/output without a final norm: "
             "in Pre-LN the residual stream is never normalised and grows with depth; add a final "
             "LayerNorm/RMSNorm after the last block (as GPT-2's ln_f)",
-            where.path, where.line, where.column, symbol=stack.owner, engine=facts.engine,
+            where.path, where.line, where.column, symbol=stack.key, engine=facts.engine,
         )

@@ -17,5 +17,5 @@ def check(facts: FileFacts, settings: Settings):
             f"the Post-LN stack `{stack.attribute}` of `{stack.owner}` has {stack.depth} blocks "
             f"(more than deep-post-ln-layers = {limit}) and no DeepNorm-style skip scaling: deep Post-LN "
             "diverges early in training; use Pre-LN or LayerNorm(alpha * x + F(x)) (Wang et al. 2022)",
-            stack.span.path, stack.span.line, stack.span.column, symbol=stack.owner, engine=facts.engine,
+            stack.span.path, stack.span.line, stack.span.column, symbol=stack.key, engine=facts.engine,
         )
