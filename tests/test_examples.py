@@ -29,3 +29,15 @@ def test_examples_draw_their_findings_and_the_correct_gpt_none():
     assert stacks["GPT"]["placement"] == "pre" and stacks["GPT"]["final_norm"] is True
     assert stacks["TinyGPT"]["final_norm"] is False
     assert stacks["Encoder"]["placement"] == "post" and stacks["Encoder"]["depth"] == 24
+
+
+def test_full_check_of_the_examples_traces_every_model_and_agrees():
+    run = subprocess.run(
+        [sys.executable, "-m", "reslint", "check", "--no-cache", "--output-format", "json", "examples/"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert [(f["path"], f["line"], f["code"]) for f in report["findings"]] == EXPECTED
+    assert {model["name"]: model["engine"] for model in report["models"]} == {
+        "Encoder": "traced (export)", "GPT": "traced (export)", "TinyGPT": "traced (export)"}
