@@ -290,7 +290,7 @@ class GraphFacts:
             if stat is None:
                 continue
             reduced, kind_hint = stat
-            source = self.root(value)
+            source = self._strip_affine(value)
             centred = False
             if self.ops[source] in ("sub", "__sub__"):
                 subs = [a for a in source.args if hasattr(a, "op")]
@@ -301,6 +301,15 @@ class GraphFacts:
                 kind = "layernorm" if centred or kind_hint == "var" else "rmsnorm"
                 return NormInfo(kind, "hand-written", source)
         return None
+
+    def _strip_affine(self, node):
+        """`gamma * (x - mean)`: the elementwise weight of a hand-written norm is not part of its input."""
+        node = self.root(node)
+        while self.ops[node] in ("mul", "__mul__", "__rmul__") and len(self.data_inputs(node)) == 1 and all(
+                not hasattr(a, "op") or a in self.params or self._scalar(a)
+                for a in node.args if a not in self.data_inputs(node)):
+            node = self.root(self.data_inputs(node)[0])
+        return node
 
     def _statistic_of(self, node, dividing: bool):
         """For rsqrt(mean(x^2)+eps) / sqrt(var+eps) / std+eps: (the reduced tensor's input, kind)."""
