@@ -154,38 +154,28 @@ class FileIndex:
                 return True
         return False
 
-    def method(self, info: ClassInfo, name: str, seen: frozenset = frozenset()) -> cst.FunctionDef | None:
-        if name in info.methods:
-            return info.methods[name]
-        for base in info.bases:
-            local = self.classes.get(base)
-            if local is not None and local.name not in seen:
-                found = self.method(local, name, seen | {info.name})
-                if found is not None:
-                    return found
-        return None
+    def method(self, info: ClassInfo, name: str) -> cst.FunctionDef | None:
+        return self._inherited(info, lambda cls: cls.methods.get(name))
 
-    def submodule(self, info: ClassInfo, attr: str, seen: frozenset = frozenset()) -> ModuleSpec | None:
-        if attr in info.submodules:
-            return info.submodules[attr]
-        for base in info.bases:
-            local = self.classes.get(base)
-            if local is not None and local.name not in seen:
-                found = self.submodule(local, attr, seen | {info.name})
-                if found is not None:
-                    return found
-        return None
+    def submodule(self, info: ClassInfo, attr: str) -> ModuleSpec | None:
+        return self._inherited(info, lambda cls: cls.submodules.get(attr))
 
     def attr_value(self, info: ClassInfo, attr: str) -> cst.BaseExpression | None:
-        if attr in info.attr_values:
-            return info.attr_values[attr]
+        found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
+        return found if found is not None else info.class_fields.get(attr)
+
+    def _inherited(self, info: ClassInfo, lookup, seen: frozenset = frozenset()):
+        """`lookup` on the class, then on its bases defined in this file (cycles tolerated: the file may not run)."""
+        found = lookup(info)
+        if found is not None:
+            return found
         for base in info.bases:
             local = self.classes.get(base)
-            if local is not None and local is not info:
-                found = self.attr_value(local, attr)
+            if local is not None and local.name not in seen and local is not info:
+                found = self._inherited(local, lookup, seen | {info.name})
                 if found is not None:
                     return found
-        return info.class_fields.get(attr)
+        return None
 
     def _collect_init(self, info: ClassInfo) -> None:
         init = info.methods.get("__init__")
