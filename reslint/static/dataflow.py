@@ -793,8 +793,10 @@ class Evaluator:
         frames = scope.frames + (Frame("function", func.name.value),)
         inner = Scope(owner.cls if owner else None, owner, frames, scope.condition, depth=scope.depth + 1)
         call_args = list(args)
-        if owner is None and func.params.params and func.params.params[0].name.value == "self":
-            call_args = [UNKNOWN_VALUE] + call_args
+        static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                     for d in func.decorators)
+        if func.params.params and func.params.params[0].name.value in ("self", "cls") and not static:
+            call_args = [owner if owner is not None else UNKNOWN_VALUE] + call_args
         return self._run_function(func, inner, call_args, dict(kwargs))
 
     def call_element(self, ref: ElemRef, args, kwargs, where, scope: Scope):
