@@ -49,7 +49,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
 
-    facts = extract_facts(path, module, text)
+    facts = extract_facts(path, module)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
     if not settings.static:

@@ -171,7 +171,7 @@ class Evaluator:
             return found
         return []
 
-    def tensor(self, value, where: cst.CSTNode, scope: Scope) -> Node | None:
+    def tensor(self, value) -> Node | None:
         """The Node a value contributes as a tensor operand (None for shapes/unknowns)."""
         if isinstance(value, Node):
             return value
@@ -181,7 +181,7 @@ class Evaluator:
         return None
 
     def operand(self, value, where: cst.CSTNode, scope: Scope) -> Node:
-        node = self.tensor(value, where, scope)
+        node = self.tensor(value)
         if node is not None:
             return node
         line, column = self.position(where)
@@ -208,7 +208,7 @@ class Evaluator:
             return scope.returns[0] if scope.returns else UNKNOWN_VALUE
         if len(values) == 1:
             return values[0]
-        nodes = [self.tensor(v, where, scope) for v in values]
+        nodes = [self.tensor(v) for v in values]
         nodes = [n for n in nodes if n is not None]
         if not nodes:
             return values[0]
@@ -755,9 +755,9 @@ class Evaluator:
         if isinstance(callee, ElemRef):
             return self.call_element(callee, args, kwargs, where, scope)
         if isinstance(callee, Method):
-            return self.inline(callee.func, callee.owner, args, kwargs, where, scope, callee.owner.cls.name)
+            return self.inline(callee.func, callee.owner, args, kwargs, where, scope)
         if isinstance(callee, Function):
-            return self.inline(callee.func, None, args, kwargs, where, scope, "")
+            return self.inline(callee.func, None, args, kwargs, where, scope)
         if isinstance(callee, Lambda):
             return self.call_lambda(callee, args, kwargs, where, scope)
         if isinstance(callee, TensorMethod):
@@ -766,14 +766,14 @@ class Evaluator:
             return self.call_qualified(callee.name, args, kwargs, where, scope)
         if isinstance(callee, Node):
             # A callable handed in as an argument (`sublayer(x)`): an opaque sublayer.
-            inputs = self._data_args(args, kwargs, where, scope)
+            inputs = self._data_args(args, kwargs)
             return self.new("call", inputs, where, scope, name=self.code(where.func))
-        inputs = self._data_args(args, kwargs, where, scope)
+        inputs = self._data_args(args, kwargs)
         if inputs:
             return self.new("func", inputs, where, scope, name=self.code(where.func))
         return UNKNOWN_VALUE
 
-    def _data_args(self, args, kwargs, where, scope) -> list[Node]:
+    def _data_args(self, args, kwargs) -> list[Node]:
         nodes = []
         for value in list(args) + list(kwargs.values()):
             nodes.extend(self._nodes_of(value))
@@ -785,10 +785,10 @@ class Evaluator:
         self._bind_params(callee.node.params, inner, list(args), dict(kwargs))
         return self.eval(callee.node.body, inner)
 
-    def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope, name: str):
+    def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope):
         if scope.depth >= MAX_INLINE_DEPTH or any(f.kind == "function" and f.name == func.name.value
                                                   for f in scope.frames):
-            inputs = self._data_args(args, kwargs, where, scope)
+            inputs = self._data_args(args, kwargs)
             return self.new("func", inputs, where, scope, name=func.name.value) if inputs else UNKNOWN_VALUE
         frames = scope.frames + (Frame("function", func.name.value),)
         inner = Scope(owner.cls if owner else None, owner, frames, scope.condition, depth=scope.depth + 1)
@@ -803,7 +803,7 @@ class Evaluator:
         container = ref.container
         elements = container.spec.elements
         if not elements:
-            inputs = self._data_args(args, kwargs, where, scope)
+            inputs = self._data_args(args, kwargs)
             return self.new("module", inputs, where, scope, name=container.path)
         # `self.layers[i]` in a loop runs a stack; `self.sublayer[0]` picks one module of a container.
         key = self.stack_key(container) if container.spec.repeated and ref.index is None else ""
@@ -833,7 +833,7 @@ class Evaluator:
         if spec.kind == "local":
             info = self.index.classes[spec.name]
             norm_kind = self.norm_class_kind(info)
-            data = self._data_args(args, kwargs, where, scope)
+            data = self._data_args(args, kwargs)
             if norm_kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=norm_kind, name=name,
                                 norm_form="hand-written", module_class=info.name)
@@ -850,9 +850,9 @@ class Evaluator:
             if not self._nodes_of(result) and data:
                 return self.new("module", data, where, scope, name=name, module_class=info.name)
             return result
-        data = self._data_args(args, kwargs, where, scope)
+        data = self._data_args(args, kwargs)
         if spec.kind == "builtin":
-            return self.call_builtin_module(spec, ref, data, args, kwargs, where, scope, name, stack_key)
+            return self.call_builtin_module(spec, data, where, scope, name)
         if spec.kind == "unknown":
             return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
         if spec.kind in ("external", "passed", "classref"):
@@ -865,7 +865,7 @@ class Evaluator:
             return node
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
 
-    def call_builtin_module(self, spec, ref, data, args, kwargs, where, scope, name, stack_key):
+    def call_builtin_module(self, spec, data, where, scope, name):
         member = spec.name
         if not data:
             return UNKNOWN_VALUE
@@ -902,7 +902,7 @@ class Evaluator:
             for index, element in enumerate(spec.elements):
                 value = self.call_module(ModRef(element, f"{ref.path}[{index}]"), [value], {}, where, scope)
             return value
-        data = self._data_args(args, kwargs, where, scope)
+        data = self._data_args(args, kwargs)
         return self.new("module", data, where, scope, name=ref.path) if data else UNKNOWN_VALUE
 
     def call_tensor_method(self, callee: TensorMethod, args, kwargs, where, scope: Scope):
@@ -928,7 +928,7 @@ class Evaluator:
         if qualified in ("tuple", "list"):
             return args[0] if args else TupleValue(())
         if qualified in ("min", "max", "sum"):
-            nodes = self._data_args(args, kwargs, where, scope)
+            nodes = self._data_args(args, kwargs)
             return self.new("func", nodes, where, scope, name=qualified) if nodes else SHAPE
         if qualified in self.index.classes:
             return UNKNOWN_VALUE
@@ -939,7 +939,7 @@ class Evaluator:
         if member is None and qualified.startswith(("F.", "nn.functional.")):
             member = qualified.split(".", 1)[1].replace("functional.", "")
         if member is None:
-            nodes = self._data_args(args, kwargs, where, scope)
+            nodes = self._data_args(args, kwargs)
             if not nodes:
                 return UNKNOWN_VALUE
             kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else None
@@ -956,12 +956,12 @@ class Evaluator:
 
     def tensor_function(self, function: str, args, kwargs, where, scope: Scope):
         """torch.X(t, ...), F.X(t, ...) and t.X(...) share one table."""
-        data = self._data_args(args, kwargs, where, scope)
+        data = self._data_args(args, kwargs)
         if not data:
             if function in ("size", "dim"):
                 return SHAPE
             return self.new("const", (), where, scope, value=None)
-        first = self.tensor(args[0], where, scope) if args else data[0]
+        first = self.tensor(args[0]) if args else data[0]
         first = first or data[0]
         if function in torch_api.FUNCTIONAL_NORMS:
             return self.new("norm", (first,), where, scope, norm_kind=torch_api.FUNCTIONAL_NORMS[function],

@@ -28,7 +28,7 @@ BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
 
-def extract_facts(path: str, module: cst.Module, text: str = "") -> FileFacts:
+def extract_facts(path: str, module: cst.Module) -> FileFacts:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     return StaticExtractor(path, module, positions).run()
@@ -59,11 +59,11 @@ class StaticExtractor:
 
     def run(self) -> FileFacts:
         module_classes = [info for info in self.index.classes.values() if self.index.is_module_class(info)]
-        self.used = self._used_as_submodule(module_classes)
-        outermost = [info for info in module_classes if info.name not in self.used]
+        used = self._used_as_submodule(module_classes)
+        outermost = [info for info in module_classes if info.name not in used]
         # Facts gathered over every class evaluated as a root; a place seen from several roots is kept once.
         self.residual_facts: dict[tuple, ResidualAdd] = {}
-        self.final_norms: dict[str, tuple[bool, bool | None]] = {}
+        self.final_norms: dict[str, bool | None] = {}
         self.iterations: dict[str, tuple[int, int]] = {}
         self.chains: dict[tuple[int, int], LinearChain] = {}
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
@@ -72,7 +72,7 @@ class StaticExtractor:
         for info in module_classes:
             for graph, assumed in self._evaluations(info, norm_kinds):
                 self.graphs.setdefault(info.name, graph)
-                self._collect(info, graph, assumed)
+                self._collect(graph, assumed)
         self._finish(module_classes, outermost)
         return self.facts
 
@@ -92,11 +92,10 @@ class StaticExtractor:
             yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
                                                       for flag, value in zip(flags, values))
 
-    def _collect(self, info: ClassInfo, graph: Graph, assumed: tuple) -> None:
+    def _collect(self, graph: Graph, assumed: tuple) -> None:
         for norm in find_hand_written_norms(graph):
             fact = self._hand_written_fact(norm)
             self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
-        is_outermost = info.name not in self.used
         for residual in find_residuals(graph, self.index):
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
@@ -104,9 +103,8 @@ class StaticExtractor:
         for key, outputs in graph.stack_outputs.items():
             # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
             found = _final_norm(outputs)
-            known = self.final_norms.get(key, (is_outermost, False))[1]
-            merged = True if True in (found, known) else (None if None in (found, known) else False)
-            self.final_norms[key] = (is_outermost, merged)
+            known = self.final_norms.get(key, False)
+            self.final_norms[key] = True if True in (found, known) else (None if None in (found, known) else False)
         for key, where in graph.stack_iterations.items():
             self.iterations.setdefault(key, where)
         for chain in self._linear_chains(graph):
@@ -116,15 +114,15 @@ class StaticExtractor:
         self.facts.residuals = list(self.residual_facts.values())
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
-        self.facts.stacks = self._stacks(module_classes, self.final_norms, self.iterations)
+        self.facts.stacks = self._stacks(module_classes)
         self.facts.linear_chains = sorted(self.chains.values(), key=lambda c: (c.span.line, c.span.column))
         sequence_classes = set()
         for info in outermost:
-            model = self._model_facts(info, self.graphs)
+            model = self._model_facts(info)
             self.facts.models.append(model)
             if model.sequence_markers:
                 sequence_classes.update(model.classes)
-        self.facts.norms = self._module_norms(module_classes, sequence_classes, self.graphs) + [
+        self.facts.norms = self._module_norms(module_classes, sequence_classes) + [
             _with_sequence(norm, norm.owner in sequence_classes) for norm in self.hand_norms.values()]
         self.facts.norms.sort(key=lambda n: (n.span.line, n.span.column))
 
@@ -215,7 +213,7 @@ class StaticExtractor:
 
     # ----- stacks --------------------------------------------------------------------------
 
-    def _stacks(self, module_classes, final_norms, iterations) -> dict[str, Stack]:
+    def _stacks(self, module_classes) -> dict[str, Stack]:
         residual_stacks = {fact.stack for fact in self.facts.residuals if fact.stack}
         stacks = {}
         for info in module_classes:
@@ -233,20 +231,19 @@ class StaticExtractor:
                     depth = self.index.fold_int(info, spec.arg(1, "num_layers"))
                     has_norm = spec.arg(2, "norm")
                     final = has_norm is not None and not (isinstance(has_norm, cst.Name) and has_norm.value == "None")
-                    known = final_norms.get(key)
-                    final_norm = True if final else (known[1] if known else None)
+                    final_norm = True if final else self.final_norms.get(key)
                 elif spec.kind == "container" and spec.repeated and key in residual_stacks:
                     block_classes = tuple(dict.fromkeys(e.name for e in spec.elements))
-                    final_norm = final_norms.get(key, (False, None))[1]
+                    final_norm = self.final_norms.get(key)
                 elif spec.kind == "container" and spec.repeated and any(
                         e.kind == "builtin" and e.name in BUILTIN_LAYERS for e in spec.elements):
                     placements = {self._builtin_placement(e) or "unknown" for e in spec.elements}
                     builtin_placement = placements.pop() if len(placements) == 1 else "mixed"
                     block_classes = tuple(dict.fromkeys(f"nn.{e.name}" for e in spec.elements))
-                    final_norm = final_norms.get(key, (False, None))[1]
+                    final_norm = self.final_norms.get(key)
                 else:
                     continue
-                iteration = iterations.get(key)
+                iteration = self.iterations.get(key)
                 stacks[key] = Stack(
                     key=key, owner=info.name, attribute=f"self.{attr}", span=self.span(spec.node),
                     block_classes=block_classes, depth=depth,
@@ -257,7 +254,7 @@ class StaticExtractor:
 
     # ----- models ------------------------------------------------------------------------------
 
-    def _model_facts(self, info: ClassInfo, graphs: dict[str, Graph]) -> ModelFacts:
+    def _model_facts(self, info: ClassInfo) -> ModelFacts:
         classes = self._closure(info)
         markers = []
         for name in classes:
@@ -266,7 +263,7 @@ class StaticExtractor:
                 for inner in iter_specs(spec):
                     if inner.kind == "builtin" and inner.name in torch_api.SEQUENCE_MODULES:
                         markers.append(torch_api.SEQUENCE_MODULES[inner.name])
-        graph = graphs.get(info.name)
+        graph = self.graphs.get(info.name)
         if graph is not None:
             for node in graph.nodes:
                 if node.info.get("attention"):
@@ -305,7 +302,7 @@ class StaticExtractor:
 
     # ----- norms --------------------------------------------------------------------------------
 
-    def _module_norms(self, module_classes, sequence_classes: set[str], graphs) -> list[NormOp]:
+    def _module_norms(self, module_classes, sequence_classes: set[str]) -> list[NormOp]:
         norms = []
         for info in module_classes:
             for spec in info.submodules.values():
@@ -322,7 +319,7 @@ class StaticExtractor:
                                         variant=inner.name, spans_sequence=spans_sequence,
                                         in_sequence_model=info.name in sequence_classes))
         seen = set()
-        for name, graph in graphs.items():
+        for name, graph in self.graphs.items():
             for node in graph.nodes:
                 if node.op != "norm" or node.info.get("norm_form") != "functional" or id(node) in seen:
                     continue
@@ -460,8 +457,11 @@ def _final_norm(outputs: list[Node]) -> bool | None:
     return False if reached_end else None
 
 
+KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
+
+
 def _is_known_head(node: Node) -> bool:
-    return node.op == "module" and node.info.get("module") in torch_api.PARAMETRISED_MODULES | {"linear"}
+    return node.op == "module" and node.info.get("module") in KNOWN_HEADS
 
 
 def _near_ancestors(node: Node, depth: int) -> list[Node]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PARAMETRISED_OPS = ("module", "call")
-# Ops a value passes through unchanged for placement purposes (dropout, casts, views, indexing).
-PASSTHROUGH_OPS = ("dropout", "pass", "phi")
 
 
 @dataclass(frozen=True)
@@ -35,10 +33,6 @@ class Node:
     @property
     def parametrised(self) -> bool:
         return self.op in PARAMETRISED_OPS
-
-    @property
-    def norm_kind(self) -> str | None:
-        return self.info.get("norm_kind") if self.op == "norm" or "norm_kind" in self.info else None
 
     @property
     def owner(self) -> str:
@@ -134,14 +128,3 @@ def ancestors(node: Node, limit: int = 20000) -> set[int]:
                 stack.append(parent)
     return seen
 
-
-def ancestor_nodes(node: Node, limit: int = 20000) -> list[Node]:
-    seen: dict[int, Node] = {}
-    stack = [node]
-    while stack and len(seen) < limit:
-        current = stack.pop()
-        for parent in current.inputs:
-            if id(parent) not in seen:
-                seen[id(parent)] = parent
-                stack.append(parent)
-    return list(seen.values())
