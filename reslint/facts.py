@@ -35,6 +35,13 @@ class NormOp:
     missing_eps: Span | None = None  # the division by sqrt(var)/std without an epsilon
     in_sequence_model: bool = False  # its owner is part of a model that processes sequences
 
+    @property
+    def label(self) -> str:
+        """How messages name it: "hand-written LayerNorm", "BatchNorm1d", "layer_norm"."""
+        if self.form == "hand-written":
+            return "hand-written " + {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}.get(self.kind, "norm")
+        return self.variant or self.kind
+
 
 @dataclass(frozen=True)
 class ResidualAdd:

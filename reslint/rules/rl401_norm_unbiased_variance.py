@@ -14,11 +14,8 @@ def check(facts: FileFacts, settings: Settings):
         where = norm.unbiased_variance
         yield Finding(
             "RL401",
-            f"hand-written {_label(norm.kind)} in `{norm.owner}` uses the unbiased variance (divides by n - 1), "
+            f"{norm.label} in `{norm.owner}` uses the unbiased variance (divides by n - 1), "
             "unlike nn.LayerNorm: pass unbiased=False (or correction=0)",
             where.path, where.line, where.column, symbol=norm.owner, engine=facts.engine,
         )
 
-
-def _label(kind: str) -> str:
-    return {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}.get(kind, kind)

@@ -14,14 +14,9 @@ def check(facts: FileFacts, settings: Settings):
         where = norm.spans_sequence
         yield Finding(
             "RL402",
-            f"the {_describe(norm)} in `{norm.owner}` takes its statistics over the sequence axis: "
+            f"the {norm.label} in `{norm.owner}` takes its statistics over the sequence axis: "
             "every position then depends on every other (future tokens leak into the past) and on the "
             "sequence length; normalise over the feature dimension only (dim=-1)",
             where.path, where.line, where.column, symbol=norm.owner, engine=facts.engine,
         )
 
-
-def _describe(norm) -> str:
-    if norm.form == "hand-written":
-        return "hand-written " + {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}.get(norm.kind, "norm")
-    return norm.variant or norm.kind
