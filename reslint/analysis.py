@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from reslint.findings import FileResult, Finding
+from reslint.project_facts import FileLinks, PostLNBlock
 from reslint.settings import Settings
 
 
@@ -52,9 +53,26 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     facts = extract_facts(path, module)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
+    result.links = file_links(facts, text)
     if not settings.static:
         add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def file_links(facts, text: str) -> FileLinks:
+    """What the file offers to and asks of other files: Post-LN classes, class uses, training code."""
+    from reslint.static.training import extract_training
+
+    model_refs, optimizers, schedules = extract_training(text)
+    return FileLinks(
+        post_ln_blocks=[PostLNBlock(cls, add.span.line, add.span.column, f"`{add.builtin}` in `{cls}`" if add.builtin else "")
+                        for cls, add in facts.post_ln_blocks.items()],
+        class_uses={cls: list(uses) for cls, uses in facts.class_uses.items()},
+        imports=dict(facts.class_imports),
+        model_refs=model_refs if optimizers else [],
+        optimizers=optimizers,
+        schedules=schedules if optimizers else [],
+    )
 
 
 def torch_available() -> bool:

@@ -25,7 +25,7 @@ CACHEDIR_TAG = (
     "# This file is a cache directory tag created by reslint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 1
+FORMAT = 2
 
 
 def content_key(data: bytes, display: str, settings: Settings) -> str:

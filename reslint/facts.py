@@ -113,6 +113,9 @@ class FileFacts:
     stacks: dict[str, Stack] = field(default_factory=dict)
     linear_chains: list[LinearChain] = field(default_factory=list)
     models: list[ModelFacts] = field(default_factory=list)
+    post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
+    class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
+    class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reslint.catalog import RULES, SEVERITY_RANK
+from reslint.project_facts import FileLinks
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class ModelSummary:
     placement: str = "none"  # placement of residuals outside any stack
     engine: str = "static"
     notes: tuple[str, ...] = field(default=())
+    warmup: str = ""  # Post-LN models: whether the code training them warms up (set when linking the run)
 
     def to_dict(self) -> dict:
         return {
@@ -126,6 +128,7 @@ class ModelSummary:
             "stacks": [stack.to_dict() for stack in self.stacks],
             "engine": self.engine,
             "notes": list(self.notes),
+            "warmup": self.warmup or None,
         }
 
     @classmethod
@@ -138,6 +141,7 @@ class ModelSummary:
             placement=data.get("placement", "none"),
             engine=data.get("engine", "static"),
             notes=tuple(data.get("notes", ())),
+            warmup=data.get("warmup") or "",
         )
 
 
@@ -148,6 +152,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
+    links: FileLinks = field(default_factory=FileLinks)
     # False when the result depends on more than the file's bytes (the trace engine imported it)
     cacheable: bool = field(default=True, compare=False)
 
@@ -156,6 +161,7 @@ class FileResult:
             "path": self.path,
             "findings": [finding.to_dict() for finding in self.findings],
             "models": [model.to_dict() for model in self.models],
+            "links": self.links.to_dict(),
         }
 
     @classmethod
@@ -164,6 +170,7 @@ class FileResult:
             path=data["path"],
             findings=[Finding.from_dict(finding) for finding in data.get("findings", ())],
             models=[ModelSummary.from_dict(model) for model in data.get("models", ())],
+            links=FileLinks.from_dict(data.get("links", {})),
         )
 
 

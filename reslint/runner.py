@@ -1,16 +1,19 @@
-"""`reslint check`'s pipeline: discover → (cache | analyse) → suppress → filter → dedupe → sort."""
+"""`reslint check`'s pipeline: discover → (cache | analyse) → suppress → filter → dedupe → sort → link files."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 
 from reslint.cache import FileCache
-from reslint.discovery import SourceFile, discover, matches_glob
+from reslint.discovery import SourceFile, discover, matches_glob, root_relative
 from reslint.findings import FileResult, Finding, ModelSummary
+from reslint.project_facts import FileLinks
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed
 
@@ -29,6 +32,7 @@ class FileOutcome:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     error: InternalError | None = None
+    links: FileLinks | None = None
 
 
 @dataclass
@@ -60,7 +64,45 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
             outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
     else:
         outcomes = [check_source(source, settings) for source in sources]
-    return merge(outcomes, len(sources))
+    report = merge(outcomes, len(sources))
+    link_project(report, sources, outcomes, settings)
+    return report
+
+
+def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileOutcome], settings: Settings) -> None:
+    """The cross-file stage: RL301 findings and the warmup line of Post-LN models' summaries."""
+    from reslint.project import Project, model_warmup, training_scripts
+    from reslint.rules import rl301_post_ln_without_warmup
+
+    project = Project(settings)
+    for source, outcome in zip(sources, outcomes):
+        if outcome.links is not None:
+            project.add(source.path, source.display, outcome.links)
+    train_everything = {source.display for source in sources
+                        if any(matches_glob(source.relative, glob) for glob in settings.train)}
+    for path in training_scripts(settings, {source.path for source in sources}):
+        display = project.known(Path(path))
+        project.links_of(display)
+        train_everything.add(display)
+    links = project.training_links({source.display for source in sources}, train_everything)
+    findings = []
+    for finding in rl301_post_ln_without_warmup.check(links):
+        absolute = project.paths[finding.path]
+        source = SourceFile(absolute, finding.path, root_relative(absolute, settings.root))
+        if not is_reported(finding, source, settings):
+            continue
+        try:
+            with open(absolute, "rb") as handle:
+                text = decoded(handle.read())
+        except OSError:
+            text = None
+        findings.extend(filter_suppressed([finding], text))
+    if findings:
+        report.findings = dedupe(sorted(report.findings + findings, key=lambda finding: finding.sort_key))
+    report.models = [
+        dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose))
+        for model in report.models
+    ]
 
 
 def preload_engine() -> None:
@@ -103,7 +145,7 @@ def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
         result, data = analyse_source(source, settings)
         findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
-        return FileOutcome(findings=findings, models=list(result.models))
+        return FileOutcome(findings=findings, models=list(result.models), links=result.links)
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,

@@ -6,9 +6,13 @@ summary line. Set RESLINT_UPDATE_GOLDEN=1 to rewrite them after a reviewed chang
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from reslint.analysis import analyze_file
+from reslint.config import Overrides, load_settings
+from reslint.discovery import SourceFile, root_relative
+from reslint.runner import check_sources
 from reslint.findings import placement_label, stack_summary_line
 from reslint.settings import Settings
 
@@ -22,6 +26,8 @@ def fixture_files() -> list[Path]:
 
 def render(path: Path, settings: Settings | None = None) -> list[str]:
     relative = path.relative_to(ROOT).as_posix()
+    if relative.startswith("fixtures/warmup/"):
+        return render_linked(path)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.
         settings = Settings(static=not relative.startswith("fixtures/trace/"))
@@ -38,3 +44,25 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
 def expected(path: Path) -> list[str]:
     text = path.with_suffix(".expected").read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def render_linked(path: Path) -> list[str]:
+    """A training-code fixture checked through the runner, whose project stage links it to the models
+    it trains (RL301). Findings in other files (a model file's training script) carry their path."""
+    relative = path.relative_to(ROOT).as_posix()
+    with contextlib.chdir(ROOT):
+        settings = load_settings(path.parent, None, Overrides(static=True, cache=False, jobs=1))
+        source = SourceFile(str(path), relative, root_relative(str(path), settings.root))
+        report = check_sources([source], settings)
+    lines = [
+        (f"{f.line}:{f.column} {f.code}" if f.path == relative else f"{f.path}:{f.line}:{f.column} {f.code}")
+        for f in report.findings
+    ]
+    for model in report.models:
+        for stack in model.stacks:
+            lines.append("summary: " + stack_summary_line(model, stack))
+        if not model.stacks:
+            lines.append(f"summary: {model.name}: {placement_label(model.placement)}")
+        if model.warmup:
+            lines.append(f"summary: {model.name} warmup: {model.warmup}")
+    return lines

@@ -390,6 +390,8 @@ def golden_findings() -> list[tuple[str, int, int, str]]:
         for line in expected_file.read_text(encoding="utf-8").splitlines():
             if line.strip() and not line.startswith(("#", "summary:")):
                 position, code = line.split()
+                if position.count(":") > 1:  # a finding in another file (RL301 in a training script)
+                    continue
                 row, column = position.split(":")
                 findings.append((path, int(row), int(column), code))
     findings.sort()

@@ -4,6 +4,8 @@ marked line, and its Good example draws none of it."""
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -11,10 +13,12 @@ from golden import ROOT
 
 from reslint.analysis import analyze_file
 from reslint.catalog import RULES
+from reslint.discovery import SourceFile
+from reslint.runner import check_sources
 from reslint.settings import Settings
 
 # Rules the static engine checks; the others' examples need tracing, a training script or a probe.
-STATIC_RULES = ["RL001", "RL003", "RL101", "RL102", "RL103", "RL104", "RL201", "RL401", "RL402", "RL403",
+STATIC_RULES = ["RL001", "RL003", "RL101", "RL102", "RL103", "RL104", "RL201", "RL301", "RL401", "RL402", "RL403",
                 "RL501", "RL901"]
 SECTIONS = ("What it detects", "Why it matters", "Bad", "Good", "How to fix", "How to suppress", "References")
 
@@ -27,6 +31,13 @@ def example(code: str, section: str) -> str:
 
 
 def findings_of(code: str, source: str) -> list[int]:
+    if code == "RL301":  # links training code to the model: the runner's project stage
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory, "example.py")
+            path.write_text(source, encoding="utf-8")
+            settings = Settings(static=True, cache=False, jobs=1, root=directory)
+            report = check_sources([SourceFile(str(path), "example.py", "example.py")], settings)
+        return sorted(f.line for f in report.findings if f.code == code)
     result = analyze_file(f"rules/{code}.md", source.encode(), Settings())
     return sorted(f.line for f in result.findings if f.code == code)
 

@@ -72,6 +72,8 @@ def model_lines(models: list[ModelSummary]) -> list[str]:
             lines.append(f"{location} {model.name}: {placement_label(model.placement)} [{model.engine}]")
         if model.stacks or model.placement != "none":
             lines.extend(f"    note: {note}" for note in model.notes)
+            if model.warmup:
+                lines.append(f"    warmup: {model.warmup}")
     return lines
 
 

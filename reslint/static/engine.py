@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
+from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
 from reslint.static import torch_api
 from itertools import product
 
@@ -42,6 +42,7 @@ class StaticExtractor:
         self.index = FileIndex(module)
         self.facts = FileFacts(path=path, engine="static")
         self.norm_kinds: dict[str, str | None] = {}
+        self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
 
     def span(self, node: cst.CSTNode | None) -> Span:
         if node is None:
@@ -125,6 +126,31 @@ class StaticExtractor:
         self.facts.norms = self._module_norms(module_classes, sequence_classes) + [
             _with_sequence(norm, norm.owner in sequence_classes) for norm in self.hand_norms.values()]
         self.facts.norms.sort(key=lambda n: (n.span.line, n.span.column))
+        self.facts.post_ln_blocks = self._post_ln_blocks()
+        self.facts.class_uses = {info.name: self._uses(info) for info in module_classes}
+        self.facts.class_imports = {name: dotted for name, dotted in self.index.aliases.items() if name[:1].isupper()}
+
+    def _post_ln_blocks(self) -> dict[str, ResidualAdd]:
+        """Class -> its first Post-LN residual add, for classes that are Post-LN whatever their config flags.
+
+        torch's Post-LN layers count for the class that builds them.
+        """
+        by_owner: dict[str, list[ResidualAdd]] = {}
+        for add in self.facts.residuals:
+            owner = self.builtin_owners.get((add.span.line, add.span.column), "") if add.builtin else add.block
+            if owner:
+                by_owner.setdefault(owner, []).append(add)
+        return {
+            owner: min((add for add in adds if add.placement == "post"), key=lambda add: (add.span.line, add.span.column))
+            for owner, adds in by_owner.items() if combined_placement(adds) == "post"
+        }
+
+    def _uses(self, info: ClassInfo) -> tuple[str, ...]:
+        """The classes `info` builds or derives from, local names or dotted import paths."""
+        names = [base for base in info.bases if base and base != info.name]
+        for spec in info.submodules.values():
+            names.extend(inner.name for inner in iter_specs(spec) if inner.kind in ("local", "external"))
+        return tuple(dict.fromkeys(name for name in names if name != info.name))
 
     def _used_as_submodule(self, module_classes: list[ClassInfo]) -> set[str]:
         used = set()
@@ -162,6 +188,8 @@ class StaticExtractor:
                     placement = self._builtin_placement(inner)
                     if placement is None:
                         continue
+                    self.builtin_owners.setdefault((self.span(inner.node).line, self.span(inner.node).column),
+                                                   info.name)
                     facts.append(ResidualAdd(
                         span=self.span(inner.node), block=f"nn.{inner.name}", placement=placement,
                         skip="src", branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}"))
@@ -275,8 +303,6 @@ class StaticExtractor:
         stack_blocks = {name for key in stacks for name in self.facts.stacks[key].block_classes}
         own = [fact for fact in self.facts.residuals
                if not fact.stack and fact.block in classes and fact.block not in stack_blocks]
-        from reslint.facts import combined_placement
-
         placement = combined_placement(own) if own else "none"
         if stacks and placement in ("none", "unknown"):
             placement = "none"

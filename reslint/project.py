@@ -1,0 +1,339 @@
+"""The project stage: link the files of a run after each was analysed on its own.
+
+RL301 needs two places at once: the model (is it Post-LN?) and the code that trains it (does
+it warm up?). Each file's analysis records what it offers and asks (`FileLinks`, cached with
+the file). This stage resolves a training file's model references through its imports — to
+files of the run, or to project files outside it, which are analysed statically on demand —
+follows the classes each model builds across files, and reports per optimizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reslint.discovery import SourceFile, display_path, is_skipped_dir, matches_glob, root_relative
+from reslint.findings import ModelSummary
+from reslint.project_facts import (
+    WARMUP_NO,
+    WARMUP_UNKNOWN,
+    WARMUP_YES,
+    FileLinks,
+    OptimizerSite,
+    PostLNBlock,
+    Schedule,
+)
+from reslint.settings import Settings
+
+ClassKey = tuple[str, str]  # (display path of the file, class name)
+MAX_CLASSES = 2000
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")  # bound on a closure: a model graph is far smaller
+
+
+@dataclass(frozen=True)
+class PostLNPlace:
+    path: str
+    block: PostLNBlock
+
+
+@dataclass
+class TrainingLink:
+    """One optimizer of a training file and the Post-LN model it trains."""
+
+    path: str
+    site: OptimizerSite
+    blocks: list[PostLNPlace]
+    models: dict[ClassKey, None]  # every class the optimizer trains, in discovery order
+    warmup: str  # "yes", "no", "unknown" or "substitute"
+    detail: str
+    schedule: Schedule | None = None
+
+
+@dataclass
+class Project:
+    settings: Settings
+    files: dict[str, FileLinks] = field(default_factory=dict)  # display path -> links
+    paths: dict[str, str] = field(default_factory=dict)  # display path -> absolute path
+
+    # ----- files ---------------------------------------------------------------------------------
+
+    def add(self, path: str, display: str, links: FileLinks) -> None:
+        self.files[display] = links
+        self.paths[display] = os.path.abspath(path)
+
+    def links_of(self, display: str) -> FileLinks:
+        links = self.files.get(display)
+        if links is None:
+            links = self.files[display] = analyse_links(self.paths[display], display, self.settings)
+        return links
+
+    def known(self, path: Path) -> str:
+        """The display path of a project file, registering it (to be analysed when needed)."""
+        absolute = os.path.abspath(path)
+        for display, known in self.paths.items():
+            if known == absolute:
+                return display
+        display = display_path(absolute)
+        self.paths[display] = absolute
+        return display
+
+    # ----- resolution ----------------------------------------------------------------------------
+
+    def resolve(self, display: str, dotted: str) -> ClassKey | None:
+        """`model.GPT` / `.layers.Block` / `GPT` as written in `display` -> the file and class it names."""
+        if "." not in dotted:
+            return display, dotted
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = dotted.lstrip(".").split(".")
+        module, name = parts[:-1], parts[-1]
+        importer = Path(self.paths[display])
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            bases = self.import_roots(importer)
+        for base in bases:
+            found = module_file(base, module)
+            if found is not None:
+                return self.known(found), name
+        return None
+
+    def import_roots(self, importer: Path) -> list[Path]:
+        """Where an absolute import may start: the script's directory and its parents up to the project's
+        top (the configured root, or the first directory with pyproject.toml, setup.py or .git), then src/."""
+        root = Path(os.path.abspath(self.settings.root))
+        roots = [importer.parent]
+        for parent in importer.parents:
+            roots.append(parent)
+            if parent == root or any((parent / marker).exists() for marker in PROJECT_MARKERS):
+                break
+        roots.extend([root, root / "src", roots[-1] / "src"])
+        return list(dict.fromkeys(roots))
+
+    def step(self, key: ClassKey) -> list[ClassKey]:
+        """The classes one class leads to: where an imported name comes from, what a class builds."""
+        display, name = key
+        links = self.links_of(display)
+        if name in links.imports and links.imports[name] != name:
+            target = self.resolve(display, links.imports[name])
+            return [target] if target else []
+        targets = [self.resolve(display, use) for use in links.class_uses.get(name, ())]
+        return [target for target in targets if target is not None]
+
+    def closure(self, start: ClassKey) -> dict[ClassKey, None]:
+        """Every class reachable from `start`, breadth first (so the first Post-LN block is the nearest)."""
+        seen = {start: None}
+        pending = [start]
+        while pending and len(seen) < MAX_CLASSES:
+            for target in self.step(pending.pop(0)):
+                if target not in seen:
+                    seen[target] = None
+                    pending.append(target)
+        return seen
+
+    def post_ln_blocks(self, keys) -> list[PostLNPlace]:
+        places = []
+        for display, name in keys:
+            for block in self.links_of(display).post_ln_blocks:
+                if block.cls == name:
+                    places.append(PostLNPlace(display, block))
+        return places
+
+    def defines(self, key: ClassKey) -> bool:
+        links = self.links_of(key[0])
+        return key[1] in links.class_uses or key[1] in links.imports or any(
+            block.cls == key[1] for block in links.post_ln_blocks)
+
+    # ----- training ------------------------------------------------------------------------------
+
+    def training_links(self, run: set[str], trained_everything: set[str]) -> list[TrainingLink]:
+        """Every optimizer that trains a Post-LN model, with its warmup verdict.
+
+        `run`: the files being checked; a training script outside it (found by the `train` globs) counts
+        only where it trains a class of the run. `trained_everything`: the `train` scripts, which train
+        the run's models when their own references resolve to no project class.
+        """
+        result = []
+        for display in sorted(self.files):
+            links = self.links_of(display)
+            if not links.is_training_code:
+                continue
+            fallback: tuple[dict[ClassKey, None], list[PostLNPlace]] | None = None
+            if display in trained_everything and not self.trained_models(display, links.model_refs)[0]:
+                fallback = self.run_models(display, run)
+            for site in links.optimizers:
+                refs = [ref for ref in links.model_refs if related(ref.scope, site.scope)] or links.model_refs
+                models, blocks = fallback or self.trained_models(display, refs)
+                if not blocks or display not in run and not any(key[0] in run for key in models):
+                    continue
+                warmup, detail, schedule = self.warmup_of(display, links, site)
+                result.append(TrainingLink(display, site, blocks, models, warmup, detail, schedule))
+        return result
+
+    def run_models(self, training: str, run: set[str]) -> tuple[dict[ClassKey, None], list[PostLNPlace]]:
+        """Every class of the run's other files: what a configured training script trains."""
+        models: dict[ClassKey, None] = {}
+        for display, links in list(self.files.items()):
+            if display != training and display in run:
+                for name in links.class_uses:
+                    models.update(self.closure((display, name)))
+        return models, self.post_ln_blocks(models)
+
+    def trained_models(self, display: str, refs) -> tuple[dict[ClassKey, None], list[PostLNPlace]]:
+        models: dict[ClassKey, None] = {}
+        blocks: list[PostLNPlace] = []
+        for ref in refs:
+            if ref.post_ln:
+                blocks.append(PostLNPlace(display, PostLNBlock(ref.name.rsplit(".", 1)[-1], ref.line, ref.column,
+                                                               ref.post_ln)))
+                continue
+            start = self.resolve(display, ref.name)
+            if start is None or not self.defines(start):
+                continue
+            keys = self.closure(start)
+            models.update(keys)
+            blocks.extend(self.post_ln_blocks(keys))
+        return models, list(dict.fromkeys(blocks))
+
+    def warmup_of(self, display: str, links: FileLinks, site: OptimizerSite) -> tuple[str, str, Schedule | None]:
+        if site.substitute:
+            return "substitute", site.substitute, None
+        schedules = [schedule for schedule in links.schedules if attached(schedule, site, links.optimizers)]
+        if site.schedule or site.config:
+            schedules.append(Schedule(site.line, site.column, site.api, site.schedule or WARMUP_UNKNOWN,
+                                      site.schedule_detail, config=site.config))
+        schedules = [self.with_config(display, schedule) for schedule in schedules]
+        for wanted in (WARMUP_YES, WARMUP_UNKNOWN, WARMUP_NO):
+            for schedule in schedules:
+                if schedule.warmup == wanted:
+                    return wanted, schedule.detail, schedule
+        return WARMUP_NO, "no learning-rate scheduler or manual learning-rate update", None
+
+    def with_config(self, display: str, schedule: Schedule) -> Schedule:
+        """A schedule whose verdict lives in a DeepSpeed JSON config, with that config read."""
+        if not schedule.config:
+            return schedule
+        from reslint.static.training import deepspeed_schedule
+
+        config = self.deepspeed_config(display, schedule.config)
+        if config is None:
+            if schedule.warmup in (WARMUP_YES, WARMUP_NO):
+                return schedule
+            return dataclasses.replace(schedule, warmup=WARMUP_UNKNOWN,
+                                       detail=f"DeepSpeed config {schedule.config!r} not found")
+        path, data = config
+        verdict = deepspeed_schedule(data)
+        if verdict is None or (verdict[0] != WARMUP_YES and schedule.warmup == WARMUP_YES):
+            return schedule
+        return dataclasses.replace(schedule, warmup=verdict[0], detail=f"{verdict[1]} ({path})")
+
+    def deepspeed_config(self, display: str, name: str) -> tuple[str, dict] | None:
+        directory = Path(self.paths[display]).parent
+        if name == "*":
+            candidates = sorted(directory.glob("*.json"))
+        else:
+            candidates = [directory / name, Path(self.settings.root) / name, Path(name)]
+        configs = []
+        for candidate in candidates:
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and (name != "*" or DEEPSPEED_KEYS & data.keys()):
+                configs.append((display_path(candidate), data))
+                if name != "*":
+                    break
+        return configs[0] if len(configs) == 1 else None
+
+
+def related(first: str, second: str) -> bool:
+    """Scopes where one contains the other: a model built in `main` is trained by `main`'s optimizer."""
+    if first == second:
+        return True
+    if not first or not second:
+        return False
+    return first.startswith(second + ".") or second.startswith(first + ".")
+
+
+def attached(schedule: Schedule, site: OptimizerSite, sites: list[OptimizerSite]) -> bool:
+    """Whether a schedule drives this optimizer: the optimizer it names, in its own function first;
+    else the optimizers of its function; else (built elsewhere, passed around) every optimizer."""
+    if schedule.optimizer:
+        for candidates in ([other for other in sites if other.scope == schedule.scope
+                            and other.target == schedule.optimizer],
+                           [other for other in sites if other.target == schedule.optimizer]):
+            if candidates:
+                return site in candidates
+    same_scope = [other for other in sites if other.scope == schedule.scope]
+    return site in same_scope if same_scope else True
+
+
+DEEPSPEED_KEYS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "scheduler"}
+
+
+def module_file(base: Path, module: list[str]) -> Path | None:
+    """`base/a/b.py` or `base/a/b/__init__.py` for module a.b (no module: the package at base)."""
+    target = base.joinpath(*module) if module else base
+    for candidate in (target.with_suffix(".py") if module else None, target / "__init__.py"):
+        if candidate is not None and candidate.is_file() and not any(is_skipped_dir(p) for p in candidate.parents):
+            return candidate
+    return None
+
+
+def analyse_links(path: str, display: str, settings: Settings) -> FileLinks:
+    """Statically analyse a project file that is not part of the run, for its links only."""
+    from reslint.runner import analyse_source
+
+    static = dataclasses.replace(settings, static=True)
+    source = SourceFile(path=path, display=display, relative=root_relative(path, settings.root))
+    try:
+        result, _ = analyse_source(source, static)
+    except Exception:  # noqa: BLE001 - an unreadable neighbour only means fewer links
+        return FileLinks()
+    return result.links
+
+
+def training_scripts(settings: Settings, known: set[str]) -> list[str]:
+    """Files under the root matching the config's `train` globs (absolute paths) not already in the run."""
+    if not settings.train:
+        return []
+    found = []
+    root = Path(os.path.abspath(settings.root))
+    for current, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
+        for name in sorted(filenames):
+            path = os.path.join(current, name)
+            if name.endswith(".py") and path not in known and any(
+                    matches_glob(root_relative(path, str(root)), glob) for glob in settings.train):
+                found.append(path)
+    return found
+
+
+def model_warmup(project: Project, links: list[TrainingLink], model: ModelSummary, verbose: bool) -> str:
+    """The summary's `warmup:` text for a Post-LN model ("" for other models)."""
+    key = (model.path, model.name)
+    if key[0] not in project.files or not project.post_ln_blocks(project.closure(key)):
+        return ""
+    training = [link for link in links if key in link.models]
+    if not training:
+        return "not checked (no training code found)"
+    for wanted in ("no", "yes", "unknown", "substitute"):
+        for link in training:
+            if link.warmup != wanted:
+                continue
+            if wanted == "no":
+                return f"none ({link.path}:{link.site.line}: {link.site.api}; RL301)"
+            if wanted == "substitute":
+                return f"not needed ({link.path}:{link.site.line}: {link.detail})"
+            schedule_line = link.schedule.line if link.schedule else link.site.line
+            api = link.schedule.api if link.schedule else link.site.api
+            where = f"{link.path}:{schedule_line}: {api}"
+            if wanted == "unknown":
+                return f"assumed ({where}: {link.detail})" if verbose else f"yes ({where})"
+            return f"yes ({where}, {link.detail})"
+    return ""
