@@ -14,6 +14,7 @@ EXPECTED = [
     ("examples/bert_style.py", 24, "RL104"),
     ("examples/tiny_gpt.py", 15, "RL501"),
     ("examples/tiny_gpt.py", 44, "RL103"),
+    ("examples/train_encoder.py", 11, "RL301"),
 ]
 
 
