@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
-from reslint.findings import FileResult, Finding
+from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks, PostLNBlock
 from reslint.settings import Settings
 
@@ -86,28 +87,67 @@ def torch_available() -> bool:
     return hasattr(torch, "nn") and hasattr(torch.export, "export")
 
 
+@dataclass
+class TracedFile:
+    """What the trace engine found in one file, in plain values that cross a process boundary."""
+
+    findings: list[Finding] = field(default_factory=list)
+    summaries: list[ModelSummary] = field(default_factory=list)
+    static_only: dict[str, str] = field(default_factory=dict)  # model name -> why it was not traced
+    notes: list[str] = field(default_factory=list)
+    imported: bool = False
+
+
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
                       source_path: str | None) -> None:
-    """Run the trace engine and merge: one finding per (path, line, code), the trace engine's preferred."""
+    """Run the trace engine in an isolated child and merge: one finding per (path, line, code), the
+    trace engine's preferred. Whatever the checked code does, the static findings stay."""
+    from reslint.isolation import ChildFailure, run_isolated
+    from reslint.trace.engine import file_timeout, needs_import
 
-    if not torch_available():
+    if not torch_available() or not needs_import(path, data, settings, source_path):
         return
+    timeout = file_timeout(settings)
+    # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
+    traced = run_isolated(trace_and_check, path, data, settings, source_path, timeout=timeout + 2)
+    result.cacheable = False
+    if isinstance(traced, ChildFailure):
+        traced = failed_trace(path, traced, timeout)
+    result.findings = merge_findings(result.findings, traced.findings)
+    traced_names = {summary.name for summary in traced.summaries}
+    models = [summary for summary in result.models if summary.name not in traced_names]
+    result.models = [
+        dataclasses.replace(summary, notes=(*summary.notes, f"static only: {static_only_reason(summary.name, traced)}"))
+        for summary in models
+    ] + traced.summaries
+
+
+def failed_trace(path: str, failure, timeout: float) -> TracedFile:
+    """The child died or hung: one RL902 (import, build) or RL903 (tracing) naming what it was doing."""
+    cause = failure.cause
+    if cause.startswith("timed out"):
+        cause = f"timed out after {timeout:g} s"
+    code = "RL903" if failure.stage.startswith("tracing") else "RL902"
+    message = f"{failure.stage}: {cause}; static findings are still reported"
+    finding = Finding(code, message, path, failure.line, 1, symbol=failure.symbol, engine="trace")
+    return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True)
+
+
+def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:
+    """Import the file, trace its models and run the rules on the graphs (in the isolated child)."""
     from reslint.rules import run_rules
     from reslint.trace.engine import trace_file
 
     traced = trace_file(path, data, settings, source_path=source_path)
-    if traced.imported:
-        result.cacheable = False
     try:
         from reslint.trace.graph_facts import facts_from_capture
     except ImportError:
         facts_from_capture = None
-    trace_findings = list(traced.findings)
-    summaries = []
-    static_only = dict(traced.static_only)
+    outcome = TracedFile(findings=list(traced.findings), static_only=dict(traced.static_only),
+                         notes=list(traced.notes), imported=traced.imported)
     for capture in traced.captures:
         if facts_from_capture is None:
-            static_only.setdefault(capture.model_name, "the trace engine's graph analysis is not available")
+            outcome.static_only.setdefault(capture.model_name, "the trace engine's graph analysis is not available")
             continue
         try:
             facts = facts_from_capture(capture, path)
@@ -115,22 +155,17 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
             from reslint.trace.loader import one_line
 
             reason = f"reading the {capture.method} graph failed: {one_line(error)}"
-            trace_findings.append(Finding("RL903", f"{reason}; static facts were used", path,
-                                          capture.class_line, 1, symbol=capture.model_name, engine="trace"))
-            static_only[capture.model_name] = reason
+            outcome.findings.append(Finding("RL903", f"{reason}; static facts were used", path,
+                                            capture.class_line, 1, symbol=capture.model_name, engine="trace"))
+            outcome.static_only[capture.model_name] = reason
             continue
         engine = f"traced ({capture.method})"
-        trace_findings.extend(dataclasses.replace(finding, engine="trace") for finding in run_rules(facts, settings))
+        outcome.findings.extend(dataclasses.replace(finding, engine="trace")
+                                for finding in run_rules(facts, settings))
         for summary in facts.model_summaries():
-            summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
-        static_only.pop(capture.model_name, None)
-    result.findings = merge_findings(result.findings, trace_findings)
-    traced_names = {summary.name for summary in summaries}
-    models = [summary for summary in result.models if summary.name not in traced_names]
-    result.models = [
-        dataclasses.replace(summary, notes=(*summary.notes, f"static only: {static_only_reason(summary.name, static_only, traced)}"))
-        for summary in models
-    ] + summaries
+            outcome.summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
+        outcome.static_only.pop(capture.model_name, None)
+    return outcome
 
 
 # Findings about a whole stack: the engines may point at different lines of it (the static engine at
@@ -156,9 +191,9 @@ def merge_findings(static: list[Finding], traced: list[Finding]) -> list[Finding
     return list(merged.values())
 
 
-def static_only_reason(name: str, static_only: dict[str, str], traced) -> str:
-    if name in static_only:
-        return static_only[name]
+def static_only_reason(name: str, traced: TracedFile) -> str:
+    if name in traced.static_only:
+        return traced.static_only[name]
     if traced.notes:
         return traced.notes[0]
     if not traced.imported:

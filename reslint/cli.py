@@ -23,6 +23,7 @@ from reslint.reporters import FORMATS, render
 from reslint.runner import InternalError, check_sources
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # click >= 8.2 raises this for a bare `reslint`: show the help and say what is missing.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
@@ -50,7 +51,7 @@ def cli() -> None:
 @click.option("--config", "config_file", metavar="FILE", help="Use this pyproject.toml ([tool.reslint]) or TOML file (top-level keys) instead of searching.")
 @click.option("--model", "models", multiple=True, metavar="SPEC", help="Model factory FILE_OR_MODULE:EXPR, e.g. model.py:GPT(GPTConfig(n_layer=2)) (repeatable; replaces the config's).")
 @click.option("--inputs", metavar="SPEC", help="Example inputs: a shape spec (long[2,64]<50257; float[2,16,512]) or an EXPR in the model file's namespace.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Limit per model for building and tracing it (default: 300).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Limit per file for importing it and building and tracing its models; the worker is killed past it (default: 60).")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Files analysed in parallel (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .reslint_cache/.")
 @click.option("--verbose", is_flag=True, help="Show tracebacks of internal errors.")
@@ -193,9 +194,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as error:
         print_error(error.format_message())
         return EXIT_ERROR
-    except click.Abort:
+    except click.Abort as error:
+        if isinstance(error.__context__, KeyboardInterrupt):
+            return EXIT_INTERRUPTED
         print_error("aborted")
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except UsageFailure as error:
         print_error(str(error))
         return EXIT_ERROR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -59,9 +60,14 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
     jobs = settings.jobs or os.cpu_count() or 1
     if len(sources) > 1 and jobs > 1:
         preload_engine()
-        with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(sources)), initializer=stop_on_sigterm)
+        try:
             chunksize = max(1, len(sources) // (min(jobs, len(sources)) * 4))
             outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
+        except KeyboardInterrupt:
+            stop_workers(pool)
+            raise
+        pool.shutdown()
     else:
         outcomes = [check_source(source, settings) for source in sources]
     report = merge(outcomes, len(sources))
@@ -103,6 +109,29 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
         dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose))
         for model in report.models
     ]
+
+
+def stop_on_sigterm() -> None:
+    """In a worker: SIGTERM kills the child tracing user code, then the worker."""
+    def stop(signum, frame):
+        from reslint.isolation import kill_running_children
+
+        kill_running_children()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Ctrl-C: drop the queued files and end the workers now instead of waiting for their files."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public API for this
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
 
 
 def preload_engine() -> None:

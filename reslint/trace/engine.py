@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from reslint.findings import Finding
 from reslint.settings import Settings
 from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
 
-DEFAULT_TIMEOUT = 300.0  # seconds per model (build + trace) when --timeout is not given
+DEFAULT_TIMEOUT = 60.0  # seconds per file (import, build and trace its models) when --timeout is not given
 MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.MULTILINE)
 
 
@@ -60,6 +61,10 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def seconds_left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)
+
+
 def seconds_text(seconds: float) -> str:
     return f"{seconds:g} s"
 
@@ -71,33 +76,47 @@ def factories_for(path: str, settings: Settings) -> list:
             if factory_matches(split_factory(factory.factory)[0], path, settings.root)]
 
 
+def file_timeout(settings: Settings) -> float:
+    return settings.timeout if settings.timeout is not None else DEFAULT_TIMEOUT
+
+
+def needs_import(path: str, data: bytes | None, settings: Settings, source_path: str | None = None) -> bool:
+    """Only a file with a model factory aimed at it, or one that may define models, is imported."""
+    if factories_for(os.path.abspath(source_path or path), settings) or data is None:
+        return True
+    try:
+        from reslint.analysis import decode_source
+
+        return might_define_models(decode_source(data))
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        return False
+
+
 def trace_file(path: str, data: bytes | None, settings: Settings, source_path: str | None = None) -> TraceResult:
     """Trace the models of one file. `path` is the display path, `source_path` the file to import."""
+    from reslint.isolation import report_stage
+
     result = TraceResult()
     real = os.path.abspath(source_path or path)
-    timeout = settings.timeout if settings.timeout is not None else DEFAULT_TIMEOUT
+    timeout = file_timeout(settings)
     factories = factories_for(real, settings)
-    if not factories and data is not None:
-        try:
-            from reslint.analysis import decode_source
-
-            if not might_define_models(decode_source(data)):
-                return result
-        except (UnicodeDecodeError, SyntaxError, LookupError):
-            return result
+    if not needs_import(path, data, settings, source_path):
+        return result
     result.imported = True
+    report_stage("importing the file")
     try:
         # The checked code and torch's export print (graphs, warnings); the report owns stdout.
+        deadline = time.monotonic() + timeout  # one budget for the whole file: import, builds, traces
         with silenced(), time_limit(timeout), loaded_module(real, settings.root) as module:
             signal_off()  # the import is done; each model gets its own limit
-            trace_module(module, path, real, settings, factories, timeout, result)
+            trace_module(module, path, real, settings, factories, timeout, deadline, result)
     except ImportFailed as error:
         result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
                                        path, error.line, 1, engine="trace"))
         result.notes.append("not imported: " + error.message)
     except TraceTimeout:
-        result.findings.append(Finding("RL903", f"importing the file timed out after {seconds_text(timeout)}; "
-                                       "static facts were used", path, 1, 1, engine="trace"))
+        result.findings.append(Finding("RL902", f"importing the file timed out after {seconds_text(timeout)}; "
+                                       "static findings are still reported", path, 1, 1, engine="trace"))
         result.notes.append(f"import timed out after {seconds_text(timeout)}")
     return result
 
@@ -115,7 +134,7 @@ def signal_off() -> None:
 
 
 def trace_module(module: Any, path: str, real: str, settings: Settings, factories: list,
-                 timeout: float, result: TraceResult) -> None:
+                 timeout: float, deadline: float, result: TraceResult) -> None:
     from reslint.trace.models import (
         BuildFailed,
         build_model,
@@ -135,10 +154,13 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
             spec.inputs = settings.inputs
     result.static_only.update({name: reason for name, reason in skipped.items()})
 
+    from reslint.isolation import report_stage
+
     built, failed = [], []
     for spec in specs:
+        report_stage(f"building {spec.name}", spec.line, spec.name)
         try:
-            with time_limit(timeout):
+            with time_limit(seconds_left(deadline)):
                 built.append(build_model(spec, real))
         except BuildFailed as error:
             failed.append((spec, error))
@@ -155,10 +177,11 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
                                        path, error.line, 1, symbol=spec.name, engine="trace"))
         result.static_only[spec.name] = f"build failed ({error.message})"
     for item in kept:
-        trace_one(item, module, path, real, timeout, result)
+        trace_one(item, module, path, real, timeout, deadline, result)
 
 
-def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, result: TraceResult) -> None:
+def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
+              result: TraceResult) -> None:
     from reslint.trace.capture import capture_model, failure_location
     from reslint.trace.inputs import InputError, from_text, infer_inputs
     from reslint.trace.models import evaluation_namespace, parameter_count
@@ -180,8 +203,11 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, resu
         target.eval()
         return target, make_inputs(target, "cpu")
 
+    from reslint.isolation import report_stage
+
+    report_stage(f"tracing {spec.name}", spec.line, spec.name)
     try:
-        with time_limit(timeout):
+        with time_limit(seconds_left(deadline)):
             inputs = make_inputs(model, item.device)
             small = parameter_count(model) <= _max_cpu_parameters()
             capture, failures = capture_model(model, inputs, name=spec.name, line=spec.line, path=real,

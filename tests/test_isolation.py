@@ -1,0 +1,120 @@
+"""The full check runs user code in killable children: hangs, exits, crashes and prints end that
+file's tracing with one finding naming the cause, never the run or its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cli_support import RESLINT, run_reslint, write
+from reslint.isolation import ChildFailure, report_stage, run_isolated
+
+pytest.importorskip("torch")
+
+POST_LN_BLOCK = '''
+
+class Block(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.ff = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.norm(x + self.ff(x))
+'''
+
+HOSTILE = {
+    "segfault.py": "import ctypes\nimport torch.nn as nn\n\nctypes.string_at(0)\n" + POST_LN_BLOCK,
+    "hang_import.py": "import time\nimport torch.nn as nn\n\ntime.sleep(10**6)\n" + POST_LN_BLOCK,
+    "os_exit.py": "import os\nimport torch.nn as nn\n\nos._exit(3)\n" + POST_LN_BLOCK,
+    "sys_exit.py": "import sys\nimport torch.nn as nn\n\nsys.exit(4)\n" + POST_LN_BLOCK,
+    "noisy.py": ("import os, sys\nimport torch.nn as nn\n\nprint('{\"not\": json')\nsys.stderr.write('oops\\n')\n"
+                 "os.write(1, b'raw bytes on fd 1\\n')\n" + POST_LN_BLOCK),
+    "hang_forward.py": '''\
+import time
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ff = nn.Linear(8, 8)
+
+    def forward(self, x):
+        while True:
+            time.sleep(0.1)
+''',
+}
+
+
+def test_hostile_files_each_get_one_finding_and_keep_their_static_ones(tmp_path):
+    write(tmp_path, HOSTILE)
+    started = time.monotonic()
+    result = run_reslint("check", "--no-cache", "--timeout", "5", "--jobs", "2", "--output-format", "json", ".",
+                         cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    report = json.loads(result.stdout)  # the user code's prints did not reach stdout
+    found = {(f["path"], f["code"]): f["message"] for f in report["findings"]}
+    assert found[("segfault.py", "RL902")].startswith("importing the file: killed by signal 11 (SIGSEGV)")
+    assert found[("hang_import.py", "RL902")].startswith("importing the file timed out after 5 s")
+    assert found[("os_exit.py", "RL902")].startswith("importing the file: exited with status 3")
+    assert "SystemExit: 4" in found[("sys_exit.py", "RL902")]
+    assert found[("hang_forward.py", "RL903")].startswith("tracing Net timed out after 5 s")
+    # static findings survive whatever happened at import
+    for name in ("segfault.py", "hang_import.py", "os_exit.py", "sys_exit.py", "noisy.py"):
+        assert (name, "RL101") in found
+    assert ("noisy.py", "RL902") not in found
+    assert result.returncode == 1 and result.stderr == ""
+    assert elapsed < 60
+    # the exit status comes from the findings alone
+    errors_only = run_reslint("check", "--no-cache", "--timeout", "5", "--fail-on", "error", "os_exit.py",
+                              "noisy.py", cwd=tmp_path)
+    assert errors_only.returncode == 0, errors_only.stdout
+
+
+def test_ctrl_c_stops_the_workers_and_their_children_and_exits_130(tmp_path):
+    hang = "import os, time\nimport torch.nn as nn\n\nopen(os.environ['MARK'] + __name__, 'w').write(str(os.getpid()))\n" \
+           "time.sleep(10**6)\n" + POST_LN_BLOCK
+    write(tmp_path, {"a.py": hang, "b.py": hang})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    process = subprocess.Popen([str(RESLINT), "check", "--no-cache", "--jobs", "2", "a.py", "b.py"], cwd=tmp_path,
+                               env={**os.environ, "MARK": f"{marks}/"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(marks.iterdir())) == 2, "the checked files were never imported"
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in stderr
+    time.sleep(0.5)
+    for mark in marks.iterdir():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(mark.read_text()), 0)
+
+
+def stages_then(value):
+    report_stage("tracing Net", 12, "Net")
+    return value
+
+
+def crash_after_a_stage():
+    report_stage("tracing Net", 12, "Net")
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_run_isolated_returns_the_value_or_what_went_wrong_and_where():
+    assert run_isolated(stages_then, {"a": [1, 2]}, timeout=30) == {"a": [1, 2]}
+    failure = run_isolated(crash_after_a_stage, timeout=30)
+    assert failure == ChildFailure("killed by signal 11 (SIGSEGV)", "tracing Net", 12, "Net")
+    failure = run_isolated(time.sleep, 30, timeout=0.5)
+    assert failure == ChildFailure("timed out after 0.5 s", "importing the file", 1, "")
+    failure = run_isolated(int, "not a number", timeout=30)
+    assert failure.cause == "raised ValueError: invalid literal for int() with base 10: 'not a number'"
