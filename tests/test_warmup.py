@@ -158,3 +158,14 @@ optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     assert codes(run_reslint(*args, ".", cwd=tmp_path).stdout) == []
     write(tmp_path, {"pyproject.toml": '[tool.reslint]\ntrain = ["run.py"]\n'})
     assert codes(run_reslint(*args, "model.py", cwd=tmp_path).stdout) == [("run.py", "RL301", 5)]
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "warmup").glob("*.py")), ids=lambda path: path.name)
+def test_the_golden_rl301_lines_are_the_ones_the_fixture_marks(path):
+    """Each fixture marks the optimizer that must draw RL301 with a `# RL301` comment: the golden
+    file agrees with the source, so a regenerated golden file cannot drift silently."""
+    marked = [number for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+              if "# RL301" in line]
+    golden = [int(line.split(":")[0]) for line in path.with_suffix(".expected").read_text().splitlines()
+              if line.endswith(" RL301") and line.count(":") == 1]
+    assert golden == marked

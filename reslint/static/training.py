@@ -358,8 +358,13 @@ class TrainingReader:
             return self._count_verdict(keyword(call, "warmup_num_steps"), scope, "warmup_num_steps", default=1000)
         if last == "LinearWarmupCosineAnnealingLR":
             return self._count_verdict(argument(call, 1, "warmup_epochs"), scope, "warmup_epochs", default=None)
-        if last == "InverseSquareRootSchedule" or self._literal_string(keyword(call, "lr_scheduler"), scope) == \
-                "inverse_sqrt":
+        if last == "InverseSquareRootSchedule":
+            config = self.resolve(argument(call, 0, "cfg"), scope)
+            if isinstance(config, ast.Call) and (self.qualified(config.func) or "").endswith(
+                    "InverseSquareRootLRScheduleConfig"):
+                return self._count_verdict(keyword(config, "warmup_updates"), scope, "warmup_updates", default=4000)
+            return self._count_verdict(None, scope, "warmup_updates", default=4000)
+        if self._literal_string(keyword(call, "lr_scheduler"), scope) == "inverse_sqrt":
             return self._count_verdict(keyword(call, "warmup_updates"), scope, "warmup_updates", default=4000)
         return None
 
