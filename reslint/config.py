@@ -27,8 +27,10 @@ NORM_PLACEMENTS = ("any", "pre", "post")
 MODEL_KEYS = ("factory", "inputs")
 KNOWN_KEYS = (
     "select", "ignore", "fail-on", "exclude", "per-file-ignores", "norm-placement",
-    "deep-post-ln-layers", "train", "models",
+    "deep-post-ln-layers", "train", "models", "vanishing-gradient-factor", "exploding-gradient-factor",
+    "activation-growth-factor",
 )
+PROBE_FACTORS = ("vanishing-gradient-factor", "exploding-gradient-factor", "activation-growth-factor")
 
 
 class ConfigError(Exception):
@@ -183,6 +185,9 @@ def settings_from_table(table: dict, context: ConfigContext) -> Settings:
         values["train"] = tuple(string_list(table["train"], context, "train"))
     if "models" in table:
         values["models"] = model_factories(table["models"], context)
+    for key in PROBE_FACTORS:
+        if key in table:
+            values[key.replace("-", "_")] = factor_value(table[key], context, key)
     return Settings(**values)
 
 
@@ -222,6 +227,15 @@ def positive_int(value: Any, context: ConfigContext, key: str) -> int:
     if value < 1:
         raise context.error(context.key(key), f"expected an integer >= 1, got {value}")
     return value
+
+
+def factor_value(value: Any, context: ConfigContext, key: str) -> float:
+    """A ratio threshold of the probe: a number greater than 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise context.error(context.key(key), f"expected a number greater than 1, got {type_name(value)}")
+    if not value > 1 or value != value or value == float("inf"):
+        raise context.error(context.key(key), f"expected a number greater than 1, got {value}")
+    return float(value)
 
 
 def per_file_ignores(value: Any, context: ConfigContext) -> tuple[tuple[str, frozenset[str]], ...]:
