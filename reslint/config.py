@@ -7,6 +7,7 @@ always a typo that would otherwise silently turn a check off.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -233,7 +234,7 @@ def factor_value(value: Any, context: ConfigContext, key: str) -> float:
     """A ratio threshold of the probe: a number greater than 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise context.error(context.key(key), f"expected a number greater than 1, got {type_name(value)}")
-    if not value > 1 or value != value or value == float("inf"):
+    if not math.isfinite(value) or value <= 1:
         raise context.error(context.key(key), f"expected a number greater than 1, got {value}")
     return float(value)
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from golden import ROOT
 
 torch = pytest.importorskip("torch")
@@ -243,3 +242,17 @@ def test_importing_reslint_does_not_import_torch():
     assert result.stdout.strip() == "ok", result.stderr
     with pytest.raises(AttributeError):
         reslint.no_such_thing  # noqa: B018
+
+
+def test_the_overhead_bench_reports_what_other_scripts_read(monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_probe
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for key, value in {"n_layer": 2, "d_model": 32, "vocab_size": 64, "seq": 16, "batch": 2}.items():
+        monkeypatch.setitem(bench_probe.CONFIG, key, value)
+    result = bench_probe.probe_overhead(repeat=2, memory=False)
+    assert {"time_ratio", "memory_ratio", "bare_time_s", "probe_time_s", "cpu_time_ratio"} <= set(result)
+    assert result["time_ratio"] == pytest.approx(result["probe_time_s"] / result["bare_time_s"])
+    assert "| wall time (median) |" in bench_probe.table(result)

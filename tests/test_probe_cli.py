@@ -87,6 +87,10 @@ def test_the_lessons_numbers_and_their_ratio_through_the_cli():
     assert re.search(r"^layers\.0\.weight\s+0\.366573\s+15\.7168\s+42\.9x$", text.stdout, re.M), text.stdout
     assert "compared with with_residual() -> LessonStack: same inputs, loss and seed" in text.stdout
     assert text.stdout.rstrip().endswith("No gradient-flow problems found (RL601-RL604).")
+    # The README shows this very output.
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    shown = re.search(r"```console\n\$ reslint probe " + re.escape(LESSONS) + r".*?\n(.*?)```", readme, re.S)
+    assert shown and shown.group(1) == text.stdout
 
 
 # the fixtures' verdicts

@@ -6,7 +6,6 @@ Marked `gpu` and skipped where no CUDA device is present (CI has none).
 from __future__ import annotations
 
 import pytest
-
 from test_probe import fixture
 
 torch = pytest.importorskip("torch")

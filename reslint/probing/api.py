@@ -82,7 +82,13 @@ def probe(
 
 def input_maker(inputs: Any, model: Any, device: Any, dtype: Any) -> tuple[Callable[[int], Any], str]:
     """(step -> Inputs on the device, a description)."""
-    from reslint.trace.inputs import InputError, Inputs, from_specs, infer_inputs, parse_shape_spec
+    from reslint.trace.inputs import (
+        InputError,
+        Inputs,
+        from_specs,
+        infer_inputs,
+        parse_shape_spec,
+    )
 
     def shaped(value: Any) -> Inputs:
         if isinstance(value, Inputs):
@@ -164,7 +170,11 @@ def measure_model(call: Any, model: Any, make_inputs: Callable[[int], Any], *, l
 
     `model_class` is the model's class before wrapping (FSDP2 swaps in a subclass of its own).
     """
-    from reslint.probing.devices import is_out_of_memory, out_of_memory_message, release_memory
+    from reslint.probing.devices import (
+        is_out_of_memory,
+        out_of_memory_message,
+        release_memory,
+    )
     from reslint.probing.diagnose import diagnose
     from reslint.probing.losses import LossError, loss_label, resolve_loss
     from reslint.probing.measure import ForwardFailed, Pass, run_pass
@@ -209,29 +219,22 @@ def parameter_dtype(model: Any) -> str:
     return str(first.dtype).removeprefix("torch.") if first is not None else "float32"
 
 
-def one_line_error(error: BaseException, source_path: str) -> str:
+def one_line_error(error: Any, source_path: str) -> str:
+    """`the forward pass raised ValueError: boom at model.py:12`: the probed file's deepest frame, else the user's."""
+    import traceback
+
+    from reslint.discovery import display_path
+    from reslint.probing.diagnose import user_frame
     from reslint.trace.loader import locate, one_line
 
-    cause = getattr(error, "error", error)
-    stage = getattr(error, "stage", "the probe")
-    where = ""
-    if source_path:
-        found = locate(cause, source_path)
-        if found is not None:
-            from reslint.discovery import display_path
-
-            where = f" at {display_path(source_path)}:{found.line}"
-    if not where:
-        from reslint.probing.diagnose import user_frame
-
-        import traceback
-
+    cause = error.error
+    found = locate(cause, source_path) if source_path else None
+    if found is not None:
+        path, line = source_path, found.line
+    else:
         path, line, _ = user_frame(list(traceback.extract_tb(cause.__traceback__)))
-        if path:
-            from reslint.discovery import display_path
-
-            where = f" at {display_path(path)}:{line}"
-    return f"{stage} raised {one_line(cause)}{where}"
+    where = f" at {display_path(path)}:{line}" if path else ""
+    return f"{error.stage} raised {one_line(cause)}{where}"
 
 
 def mean(values: list[float]) -> float:

@@ -142,14 +142,20 @@ def resolve_loss_option(loss: str, module: Any, path: str) -> Any:
 def choose_spec(module: Any, path: str, expression: str | None, settings: Any) -> Any:
     """The ModelSpec to probe: the expression, the config's factory for the file, or the one discovered model."""
     from reslint.trace.engine import factories_for
-    from reslint.trace.models import BuildFailed, build_model, discover_models, factory_spec, outermost, split_factory
+    from reslint.trace.models import (
+        BuildFailed,
+        build_model,
+        discover_models,
+        factory_spec,
+        outermost,
+        split_factory,
+    )
 
     if expression:
         return factory_spec(expression, module, path, None)
     factories = factories_for(path, settings)
     if factories:
-        spec = factory_spec(split_factory(factories[0].factory)[1], module, path, factories[0].inputs)
-        return spec
+        return factory_spec(split_factory(factories[0].factory)[1], module, path, factories[0].inputs)
     specs, skipped = discover_models(module, path)
     built = []
     for spec in specs:
@@ -178,7 +184,7 @@ def build(spec: Any, path: str, seed: int, label: str | None = None) -> Any:
         torch.manual_seed(seed)
         try:
             return spec.build()
-        except Exception as error:  # noqa: BLE001 - user code
+        except (Exception, SystemExit) as error:  # user code: a factory's sys.exit() must not end the run silently
             where = locate(error, path)
             at = f" ({os.path.basename(path)}:{where.line})" if where else ""
             raise ProbeError(f"cannot build {label or spec.name}: {one_line(error)}{at}") from error
@@ -204,8 +210,8 @@ def inputs_for(text: str | None, spec: Any, module: Any, model: Any, device: Any
         value.args, value.kwargs = to_device(value.args, device, dtype), to_device(value.kwargs, device, dtype)
         return value
 
-    first = make(0)
-    return make, f"{text} = {describe_value(first)}" if describe_value(first) != text else text
+    shapes = describe_value(make(0))
+    return make, text if shapes == text else f"{text} = {shapes}"
 
 
 def run_probe(options: ProbeOptions, settings: Any, world: Any) -> tuple[ProbeReport, ProbeReport | None]:
@@ -243,7 +249,11 @@ def run_probe(options: ProbeOptions, settings: Any, world: Any) -> tuple[ProbeRe
 def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: Any, device: Any, dtype: Any,
                options: ProbeOptions, settings: Any, world: Any) -> ProbeReport:
     """Build one model, place it, wrap it for the world, measure it."""
-    from reslint.probing.devices import is_out_of_memory, out_of_memory_message, release_memory
+    from reslint.probing.devices import (
+        is_out_of_memory,
+        out_of_memory_message,
+        release_memory,
+    )
     from reslint.probing.distributed import unwrap, wrap
     from reslint.probing.structure import find_layout
 

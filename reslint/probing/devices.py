@@ -73,7 +73,7 @@ def torch_dtype(name: str | None) -> Any:
 def is_out_of_memory(error: BaseException) -> bool:
     import torch
 
-    if isinstance(error, getattr(torch, "OutOfMemoryError", ())) or isinstance(error, torch.cuda.OutOfMemoryError):
+    if isinstance(error, (getattr(torch, "OutOfMemoryError", ()), torch.cuda.OutOfMemoryError)):
         return True
     text = str(error)
     return isinstance(error, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text)

@@ -117,10 +117,9 @@ def wrap(model: Any, how: str, blocks: list[str], device: Any) -> Any:
         # An unused parameter is a finding (RL604) here, not a reason to fail the pass.
         return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=True)
     if how == "fsdp":
+        import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
-
-        import torch.distributed as dist
 
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         for name in blocks:

@@ -4,7 +4,8 @@ What is recorded per step: the loss, the norm of every parameter's gradient (Non
 `.grad` stays None), and for every group of the depth order the order of its first call and
 the norm of the activation leaving it (the last call's); for every stack, the RMS of the
 activation entering its first block. Hooks compute 0-d norms and keep nothing else, so no
-activation outlives the autograd graph; the norms are synchronised once per step.
+activation outlives the autograd graph; the norms are read back (one device sync each for the
+loss, the gradients and the activations) after each step's backward.
 
 Everything the pass changes is put back when it ends, even when it raises: hooks removed, each
 module's training flag, BatchNorm running statistics, the RNG state (CPU and the device's), and
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from reslint.probing.distributed import is_dtensor, loaded, sharded
 from reslint.probing.structure import MODEL_GROUP, Layout, has_parameters

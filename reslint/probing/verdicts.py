@@ -184,7 +184,7 @@ def without_gradient(report: ProbeReport, called: set[str], watched: set[str], l
     findings = []
     for (key, never_called, unit_label), parameters in units.items():
         names = [f"{name} {shape}" for name, shape in parameters]
-        subject = listed(names) + (" received no gradient" if len(names) > 1 else " received no gradient")
+        subject = listed(names) + " received no gradient"
         if never_called:
             why = (f"{unit_label} is never called in forward; call it, delete it, or freeze it "
                    "(requires_grad_(False)) if it is frozen on purpose")
