@@ -1,4 +1,4 @@
-"""The `reslint` command: check, rule, rules.
+"""The `reslint` command: check, probe, rule, rules.
 
 Exit codes (DESIGN.md): 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage
 error, bad config or internal error. Every exit 2 prints exactly one `reslint: error: ` line on
@@ -19,6 +19,8 @@ import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
 from reslint.discovery import DiscoveryError, discover
+from reslint.probing.devices import DTYPES as PROBE_DTYPES
+from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS, render
 from reslint.runner import InternalError, check_sources
 
@@ -148,6 +150,80 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
     more = f" (and {len(errors) - 1} more files)" if len(errors) > 1 else ""
     hint = "" if verbose else "; run with --verbose for the traceback"
     print_error(f"internal error while checking {first.path}: {first.error}{more}{hint}")
+
+
+@cli.command("probe")
+@click.argument("file", required=False, metavar="[FILE]")
+@click.option("--model", metavar="EXPR", help="The model: an EXPR in FILE's namespace (GPT(GPTConfig(n_layer=2))) or FILE_OR_MODULE:EXPR; default: the config's factory or the one discoverable model.")
+@click.option("--inputs", metavar="SPEC", help="Example inputs: a shape spec (long[2,64]<50257) or an EXPR, evaluated again each step (default: inferred).")
+@click.option("--compare", metavar="EXPR", help="Probe a second model of FILE with the same inputs, loss and seed, and show each parameter's gradient norm in both and their ratio.")
+@click.option("--device", default="auto", show_default=True, metavar="cpu|cuda|mps|auto", help="Where to run: auto picks cuda, then mps, then cpu.")
+@click.option("--dtype", type=click.Choice(PROBE_DTYPES), default=None, help="Convert the model and floating inputs to this dtype (default: as built).")
+@click.option("--loss", default="auto", show_default=True, metavar="sum|mean|MODULE:FUNC", help="What to differentiate: auto is the output's .loss if any, else its sum.")
+@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="Forward+backward passes; norms are averaged.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for building the model and drawing inputs.")
+@click.option("--plot", metavar="OUT.png", help="Write gradient norm per layer, log scale (needs matplotlib: reslint[plot]).")
+@click.option("--output-format", type=click.Choice(("text", "json"), case_sensitive=False), default="text", show_default=True)
+@click.option("--wrap", type=click.Choice(PROBE_WRAPS), default="auto", show_default=True, help="Under torchrun: ddp (DistributedDataParallel) or fsdp (FSDP2 fully_shard per block); auto: ddp when distributed.")
+@click.option("--vanishing-gradient-factor", type=click.FloatRange(min=1, min_open=True), metavar="X", help="RL601 when the last block's gradient norm is X times the first's (default 100).")
+@click.option("--exploding-gradient-factor", type=click.FloatRange(min=1, min_open=True), metavar="X", help="RL602 when the first block's gradient norm is X times the last's (default 100).")
+@click.option("--activation-growth-factor", type=click.FloatRange(min=1, min_open=True), metavar="X", help="RL602 when the activation RMS grows X times over a stack (default 100).")
+@click.option("--select", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes to report.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes not to report.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES, case_sensitive=False), default=None, help="Lowest severity that makes the exit status 1 (default: warning, or the config's).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--config", "config_file", metavar="FILE", help="Use this pyproject.toml or TOML file instead of searching.")
+@click.option("--verbose", is_flag=True, help="Show tracebacks of errors.")
+def probe_command(file: str | None, model: str | None, inputs: str | None, compare: str | None, device: str, dtype: str | None, loss: str,
+                  steps: int, seed: int, plot: str | None, output_format: str, wrap: str,
+                  vanishing_gradient_factor: float | None, exploding_gradient_factor: float | None,
+                  activation_growth_factor: float | None, select: tuple[str, ...], ignore: tuple[str, ...],
+                  fail_on: str | None, exit_zero: bool, config_file: str | None, verbose: bool) -> int:
+    """Measure gradient flow with one real forward and backward pass (RL601-RL604)."""
+    overrides = Overrides(select=joined_codes(select), ignore=joined_codes(ignore), fail_on=fail_on, verbose=verbose)
+    try:
+        settings = load_settings(os.getcwd(), config_file, overrides)
+    except ConfigError as error:
+        raise UsageFailure(str(error)) from None
+    require_torch()
+    from reslint.probing.api import ProbeError
+    from reslint.probing.command import ProbeOptions, reported, run_probe, write_report
+    from reslint.probing.devices import DeviceError, resolve_device
+    from reslint.probing.distributed import join, launched_world, leave
+    from reslint.probing.plot import PlotUnavailable, require_matplotlib, write_plot
+
+    world = launched_world()
+    rank = f"rank {world.rank}: " if world.rank else ""
+    created = False
+    try:
+        if plot:
+            require_matplotlib()
+        resolved = resolve_device(device, world.local_rank)
+        created = join(world, resolved.type)
+        options = ProbeOptions(
+            file=file, model=model, inputs=inputs, device=str(resolved), dtype=dtype, loss=loss, steps=steps, seed=seed,
+            plot=plot, output_format=output_format.lower(), wrap=wrap, compare=compare,
+            vanishing_gradient_factor=vanishing_gradient_factor, exploding_gradient_factor=exploding_gradient_factor,
+            activation_growth_factor=activation_growth_factor)
+        report, compared = run_probe(options, settings, world)
+        findings = []
+        for item in filter(None, (report, compared)):
+            item.findings = reported(item.findings, settings)
+            findings.extend(item.findings)
+        if world.leader:
+            write_report(report, compared, options.output_format, sys.stdout)
+            sys.stdout.flush()
+            if plot:
+                write_plot(report, plot)
+    except (ProbeError, DeviceError, PlotUnavailable) as error:
+        if verbose:
+            traceback.print_exc()
+        raise UsageFailure(rank + str(error)) from None
+    finally:
+        leave(created)
+    if any(finding.at_least(settings.fail_on) for finding in findings) and not exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_OK
 
 
 @cli.command("rules")

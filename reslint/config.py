@@ -7,6 +7,7 @@ always a typo that would otherwise silently turn a check off.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -27,8 +28,10 @@ NORM_PLACEMENTS = ("any", "pre", "post")
 MODEL_KEYS = ("factory", "inputs")
 KNOWN_KEYS = (
     "select", "ignore", "fail-on", "exclude", "per-file-ignores", "norm-placement",
-    "deep-post-ln-layers", "train", "models",
+    "deep-post-ln-layers", "train", "models", "vanishing-gradient-factor", "exploding-gradient-factor",
+    "activation-growth-factor",
 )
+PROBE_FACTORS = ("vanishing-gradient-factor", "exploding-gradient-factor", "activation-growth-factor")
 
 
 class ConfigError(Exception):
@@ -183,6 +186,9 @@ def settings_from_table(table: dict, context: ConfigContext) -> Settings:
         values["train"] = tuple(string_list(table["train"], context, "train"))
     if "models" in table:
         values["models"] = model_factories(table["models"], context)
+    for key in PROBE_FACTORS:
+        if key in table:
+            values[key.replace("-", "_")] = factor_value(table[key], context, key)
     return Settings(**values)
 
 
@@ -222,6 +228,15 @@ def positive_int(value: Any, context: ConfigContext, key: str) -> int:
     if value < 1:
         raise context.error(context.key(key), f"expected an integer >= 1, got {value}")
     return value
+
+
+def factor_value(value: Any, context: ConfigContext, key: str) -> float:
+    """A ratio threshold of the probe: a number greater than 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise context.error(context.key(key), f"expected a number greater than 1, got {type_name(value)}")
+    if not math.isfinite(value) or value <= 1:
+        raise context.error(context.key(key), f"expected a number greater than 1, got {value}")
+    return float(value)
 
 
 def per_file_ignores(value: Any, context: ConfigContext) -> tuple[tuple[str, frozenset[str]], ...]:

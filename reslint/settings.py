@@ -20,6 +20,10 @@ class Settings:
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()  # (glob, codes)
     norm_placement: str = "any"  # "any" | "pre" | "post"
     deep_post_ln_layers: int = 20
+    # probe verdicts (RL601/RL602): how many times larger one end of a stack must be than the other
+    vanishing_gradient_factor: float = 100.0
+    exploding_gradient_factor: float = 100.0
+    activation_growth_factor: float = 100.0
     train: tuple[str, ...] = ()
     models: tuple[ModelFactory, ...] = ()
     static: bool = False

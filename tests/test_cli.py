@@ -146,7 +146,7 @@ def test_unknown_subcommand_and_bare_invocation_exit_2(tmp_path):
     bare = run_reslint(cwd=tmp_path)
     assert bare.returncode == 2
     assert bare.stdout.startswith("Usage: reslint")
-    assert one_error_line(bare.stderr) == "reslint: error: missing command: one of check, rule, rules"
+    assert one_error_line(bare.stderr) == "reslint: error: missing command: one of check, probe, rule, rules"
 
 
 def test_syntax_error_is_rl901_and_other_files_are_still_checked(tmp_path):

@@ -21,6 +21,9 @@ exclude = ["generated", "legacy/*.py"]
 norm-placement = "pre"
 deep-post-ln-layers = 12
 train = ["train*.py", "scripts/**/*.py"]
+vanishing-gradient-factor = 1000
+exploding-gradient-factor = 50.5
+activation-growth-factor = 20
 
 [tool.reslint.per-file-ignores]
 "tests/*" = ["RL2"]
@@ -62,6 +65,8 @@ def test_every_key_is_parsed(tmp_path):
     assert settings.norm_placement == "pre"
     assert settings.deep_post_ln_layers == 12
     assert settings.train == ("train*.py", "scripts/**/*.py")
+    assert (settings.vanishing_gradient_factor, settings.exploding_gradient_factor,
+            settings.activation_growth_factor) == (1000.0, 50.5, 20.0)
     assert settings.models == (
         ModelFactory("model.py:GPT(GPTConfig())", "long[2,64]<50257"),
         ModelFactory("pkg.models:build()", None),
@@ -75,6 +80,8 @@ def test_defaults_without_any_config(tmp_path):
     assert settings.fail_on == "warning"
     assert settings.norm_placement == "any"
     assert settings.deep_post_ln_layers == 20
+    assert settings.vanishing_gradient_factor == settings.exploding_gradient_factor == 100.0
+    assert settings.activation_growth_factor == 100.0
     assert settings.root == str(tmp_path)
 
 
@@ -125,6 +132,10 @@ def test_cli_flags_override_the_file(tmp_path):
         ("deep-post-ln-layers = 0", "tool.reslint.deep-post-ln-layers: expected an integer >= 1, got 0"),
         ("deep-post-ln-layers = true", "tool.reslint.deep-post-ln-layers: expected an integer >= 1, got a boolean"),
         ("deep-post-ln-layers = '24'", "tool.reslint.deep-post-ln-layers: expected an integer >= 1, got a string"),
+        ("vanishing-gradient-factor = 1", "tool.reslint.vanishing-gradient-factor: expected a number greater than 1, got 1"),
+        ("exploding-gradient-factor = inf", "tool.reslint.exploding-gradient-factor: expected a number greater than 1, got inf"),
+        ("activation-growth-factor = '10'", "tool.reslint.activation-growth-factor: expected a number greater than 1, got a string"),
+        ("activation-growth-factor = true", "tool.reslint.activation-growth-factor: expected a number greater than 1, got a boolean"),
         ("per-file-ignores = ['x']", "tool.reslint.per-file-ignores: expected a table of glob = [codes], got an array"),
         ("[tool.reslint.per-file-ignores]\n'tests/*' = ['RL9X']", 'tool.reslint.per-file-ignores."tests/*": unknown rule code'),
         ("models = 'model.py:M()'", "tool.reslint.models: expected an array of tables"),

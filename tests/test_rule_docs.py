@@ -1,9 +1,14 @@
 """The rule pages are tests too (Fixit-style): each page's Bad example draws its code on the
-marked line, and its Good example draws none of it."""
+marked line, and its Good example draws none of it.
+
+Static rules run through the static engine; the probe rules (RL601-RL604) through `reslint probe`,
+with the command the page shows under its Bad example, in a directory holding the example."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -20,6 +25,7 @@ from reslint.settings import Settings
 # Rules the static engine checks; the others' examples need tracing, a training script or a probe.
 STATIC_RULES = ["RL001", "RL003", "RL101", "RL102", "RL103", "RL104", "RL201", "RL301", "RL401", "RL402", "RL403",
                 "RL501", "RL901"]
+PROBE_RULES = ["RL601", "RL602", "RL603", "RL604"]
 SECTIONS = ("What it detects", "Why it matters", "Bad", "Good", "How to fix", "How to suppress", "References")
 
 
@@ -62,3 +68,46 @@ def test_every_rule_has_a_complete_page(code):
     for section in SECTIONS[1:]:
         assert f"## {section}" in page, f"{code}.md lacks ## {section}"
     assert "noqa" in page and "reslint: ignore" in page
+
+
+def shown_output(code: str) -> str:
+    """The ```text block right after the page's Bad example: the command and what it printed."""
+    page = (ROOT / "rules" / f"{code}.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Bad\n.*?```python\n.*?```\s*```text\n(.*?)```", page, flags=re.S | re.M)
+    assert match, f"{code}.md shows no output under its Bad example"
+    return match.group(1)
+
+
+def probe_example(code: str, section: str, tmp_path, monkeypatch, capsys) -> tuple[dict, str]:
+    """Run the page's `reslint probe` command on the section's example; (JSON document, shown output)."""
+    pytest.importorskip("torch")
+    from reslint import cli
+
+    shown = shown_output(code)
+    command = next(line for line in shown.splitlines() if line.startswith("$ reslint probe "))
+    args = shlex.split(command)[2:]
+    (tmp_path / args[1]).write_text(example(code, section), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    status = cli.run([*args, "--output-format", "json"])
+    captured = capsys.readouterr()
+    assert status in (0, 1), captured.err
+    return json.loads(captured.out), shown
+
+
+@pytest.mark.parametrize("code", PROBE_RULES)
+def test_probe_bad_example_fires_on_the_marked_line_as_shown(code, tmp_path, monkeypatch, capsys):
+    document, shown = probe_example(code, "Bad", tmp_path, monkeypatch, capsys)
+    source = example(code, "Bad")
+    marked = [n for n, line in enumerate(source.splitlines(), 1) if f"# <- {code}" in line]
+    found = [f for f in document["findings"] if f["code"] == code]
+    assert [f["line"] for f in found] == marked
+    # The page shows the finding as the probe prints it: same place, code and severity.
+    for finding in found:
+        prefix = f"{finding['path']}:{finding['line']}:{finding['column']}: {code} [{finding['severity']}] "
+        assert any(line.startswith(prefix) for line in shown.splitlines()), prefix
+
+
+@pytest.mark.parametrize("code", PROBE_RULES)
+def test_probe_good_example_is_silent(code, tmp_path, monkeypatch, capsys):
+    document, _ = probe_example(code, "Good", tmp_path, monkeypatch, capsys)
+    assert [f for f in document["findings"] if f["code"] == code] == []
