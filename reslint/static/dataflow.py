@@ -111,6 +111,7 @@ class Evaluator:
         self.path = path
         self.graph = Graph()
         self.if_ids = count(1)
+        self.loops: tuple[int, ...] = ()  # the loops (ids of their statements) being evaluated
         self.norm_class_kinds: dict[str, str | None] = {}
         # Values assumed for configuration flags (`self.normalize_before`) that do not fold, so that
         # every `if` on one flag takes the same branch within one evaluation.
@@ -193,6 +194,8 @@ class Evaluator:
 
     def new(self, op: str, inputs, where: cst.CSTNode, scope: Scope, **info) -> Node:
         line, column = self.position(where)
+        if self.loops:
+            info.setdefault("loops", self.loops)
         return self.graph.add(op, inputs, line, column, scope.frames, scope.condition, **info)
 
     # ----- functions and statements --------------------------------------------------
@@ -273,7 +276,11 @@ class Evaluator:
             self._run_for(statement, scope)
             return True
         if isinstance(statement, cst.While):
-            self._run_block(statement.body, scope)
+            self.loops += (id(statement),)
+            try:
+                self._run_block(statement.body, scope)
+            finally:
+                self.loops = self.loops[:-1]
             return True
         if isinstance(statement, cst.With):
             for item in statement.items:
@@ -467,7 +474,11 @@ class Evaluator:
         iterable = self.eval(statement.iter, scope)
         element = self.iteration_element(iterable, statement, scope)
         self.assign(statement.target, element, scope)
-        self._run_block(statement.body, scope)
+        self.loops += (id(statement),)
+        try:
+            self._run_block(statement.body, scope)
+        finally:
+            self.loops = self.loops[:-1]
 
     def iteration_element(self, iterable, where, scope: Scope):
         if isinstance(iterable, ModRef) and iterable.spec.kind == "container":

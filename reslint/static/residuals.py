@@ -95,6 +95,9 @@ def _stream_continues(add: Node, skips: set[int]) -> bool:
 
 
 def _same_block(add: Node, norm: Node) -> bool:
+    # An add inside a loop and a norm after it: the norm runs once, on the last sum (a final norm).
+    if not set(add.info.get("loops", ())) <= set(norm.info.get("loops", ())):
+        return False
     frame = add.stack_frame
     if frame is None:
         return True
