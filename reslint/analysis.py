@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from reslint.findings import FileResult, Finding
 from reslint.settings import Settings
@@ -23,14 +24,17 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
 
     `path` is the display path used in findings; `source_path` the file to import (default: `path`).
     """
-    import libcst
-
     result = FileResult(path=path)
     try:
         text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as error:
         result.findings.append(Finding("RL901", f"cannot decode file: {error}", path, 1, 1))
         return result
+    if skippable(path, text, settings, source_path):
+        result.skipped = True
+        return result
+    import libcst
+
     try:
         module = libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
@@ -52,9 +56,36 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     facts = extract_facts(path, module)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
-    if not settings.static:
+    if not settings.static and (facts.models or names_file(settings, source_path or path)):
         add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def names_file(settings: Settings, path: str) -> bool:
+    """Whether a `--model` spec (or the config's models) targets this file."""
+    if not settings.models:
+        return False
+    from reslint.trace.engine import factories_for
+
+    return bool(factories_for(os.path.abspath(path), settings))
+
+
+def skippable(path: str, text: str, settings: Settings, source_path: str | None) -> bool:
+    """Whether the pre-filter lets this file go unanalysed (see reslint.prefilter)."""
+    from reslint.prefilter import may_hold_model_or_training_code, parses
+
+    if may_hold_model_or_training_code(text):
+        return False
+    real = os.path.abspath(source_path or path)
+    if settings.train:
+        from reslint.discovery import matches_glob, root_relative
+
+        relative = root_relative(real, settings.root)
+        if any(matches_glob(relative, glob) for glob in settings.train):
+            return False
+    if not settings.static and names_file(settings, real):
+        return False
+    return parses(text, path)
 
 
 def torch_available() -> bool:
@@ -78,8 +109,8 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     from reslint.trace.engine import trace_file
 
     traced = trace_file(path, data, settings, source_path=source_path)
-    if traced.imported:
-        result.cacheable = False
+    result.imported = traced.imported
+    result.cacheable = not traced.timed_out
     try:
         from reslint.trace.graph_facts import facts_from_capture
     except ImportError:

@@ -18,7 +18,7 @@ import click
 import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
-from reslint.discovery import DiscoveryError, discover
+from reslint.discovery import DiscoveryError, discover, display_path
 from reslint.reporters import FORMATS, render
 from reslint.runner import InternalError, check_sources
 
@@ -147,6 +147,26 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
     more = f" (and {len(errors) - 1} more files)" if len(errors) > 1 else ""
     hint = "" if verbose else "; run with --verbose for the traceback"
     print_error(f"internal error while checking {first.path}: {first.error}{more}{hint}")
+
+
+@cli.command("clean")
+def clean_command() -> int:
+    """Remove the result cache (.reslint_cache/) of the project and of directories below the current one."""
+    import shutil
+
+    from reslint.cache import CACHE_DIR_NAME, cache_directories
+
+    removed = 0
+    for directory in cache_directories(os.getcwd()):
+        try:
+            shutil.rmtree(directory)
+        except OSError as error:
+            raise UsageFailure(f"cannot remove {directory}: {error.strerror or error}") from None
+        click.echo(f"Removed {display_path(directory)}")
+        removed += 1
+    if not removed:
+        click.echo(f"No {CACHE_DIR_NAME}/ to remove")
+    return EXIT_OK
 
 
 @cli.command("rules")

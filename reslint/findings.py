@@ -148,14 +148,18 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
-    # False when the result depends on more than the file's bytes (the trace engine imported it)
+    # False when the result may differ on the next run with the same inputs (a trace timed out)
     cacheable: bool = field(default=True, compare=False)
+    # The trace engine imported the file: the result also depends on the project files it imports
+    imported: bool = field(default=False, compare=False)
+    skipped: bool = False  # the pre-filter found no model or training code: nothing was analysed
 
     def to_dict(self) -> dict:
         return {
             "path": self.path,
             "findings": [finding.to_dict() for finding in self.findings],
             "models": [model.to_dict() for model in self.models],
+            "skipped": self.skipped,
         }
 
     @classmethod
@@ -164,6 +168,7 @@ class FileResult:
             path=data["path"],
             findings=[Finding.from_dict(finding) for finding in data.get("findings", ())],
             models=[ModelSummary.from_dict(model) for model in data.get("models", ())],
+            skipped=bool(data.get("skipped", False)),
         )
 
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from reslint.cache import FileCache
 from reslint.discovery import SourceFile, discover, matches_glob
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.settings import Settings
@@ -29,6 +27,7 @@ class FileOutcome:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     error: InternalError | None = None
+    skipped: bool = False
 
 
 @dataclass
@@ -36,6 +35,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     files_checked: int = 0
+    files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
     internal_errors: list[InternalError] = field(default_factory=list)
 
     def count(self, severity: str) -> int:
@@ -54,13 +54,26 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
     jobs = settings.jobs or os.cpu_count() or 1
     if len(sources) > 1 and jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
+
         preload_engine()
-        with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
-            chunksize = max(1, len(sources) // (min(jobs, len(sources)) * 4))
-            outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
+        workers = min(jobs, len(sources))
+        # Largest files first, in small chunks, so that no worker is left with a big file at the end;
+        # the report is sorted afterwards, so the order of work never shows.
+        ordered = sorted(sources, key=file_size, reverse=True)
+        chunksize = max(1, min(8, len(sources) // (workers * 16)))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(check_source, ordered, [settings] * len(ordered), chunksize=chunksize))
     else:
         outcomes = [check_source(source, settings) for source in sources]
     return merge(outcomes, len(sources))
+
+
+def file_size(source: SourceFile) -> int:
+    try:
+        return os.path.getsize(source.path)
+    except OSError:
+        return 0
 
 
 def preload_engine() -> None:
@@ -78,10 +91,12 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
     for outcome in outcomes:
         report.findings.extend(outcome.findings)
         report.models.extend(outcome.models)
+        report.files_skipped += outcome.skipped
         if outcome.error is not None:
             report.internal_errors.append(outcome.error)
     report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
     report.models.sort(key=lambda model: (model.path, model.line, model.name))
+    report.internal_errors.sort(key=lambda error: error.path)
     return report
 
 
@@ -103,7 +118,7 @@ def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
         result, data = analyse_source(source, settings)
         findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
-        return FileOutcome(findings=findings, models=list(result.models))
+        return FileOutcome(findings=findings, models=list(result.models), skipped=result.skipped)
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,
@@ -122,12 +137,16 @@ def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, 
     except OSError as error:
         reason = error.strerror or str(error)
         return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
-    cache = FileCache(settings.root, settings) if settings.cache else None
-    result = cache.load(source.display, data) if cache else None
+    cache = None
+    if settings.cache:
+        from reslint.cache import FileCache
+
+        cache = FileCache(settings.root, settings)
+    result = cache.load(source.display, data, source.path) if cache else None
     if result is None:
         result = analyze_file(source.display, data, settings)
         if cache and result.cacheable:
-            cache.store(source.display, data, result)
+            cache.store(source.display, data, source.path, result)
     return result, data
 
 
