@@ -52,21 +52,41 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 
 
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
-    jobs = settings.jobs or os.cpu_count() or 1
-    if len(sources) > 1 and jobs > 1:
+    outcomes: list[FileOutcome] = []
+    pending = sources
+    if settings.cache and len(sources) > 1:
+        # Cache hits cost a read and a hash: answer them here, and start workers (which import the
+        # engines) only for the files that need analysing.
+        pending = []
+        for source in sources:
+            outcome = check_source(source, settings, cached_only=True)
+            if outcome is None:
+                pending.append(source)
+            else:
+                outcomes.append(outcome)
+    jobs = settings.jobs or available_cpus()
+    if len(pending) > 1 and jobs > 1:
         from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
 
         preload_engine()
-        workers = min(jobs, len(sources))
+        workers = min(jobs, len(pending))
         # Largest files first, in small chunks, so that no worker is left with a big file at the end;
         # the report is sorted afterwards, so the order of work never shows.
-        ordered = sorted(sources, key=file_size, reverse=True)
-        chunksize = max(1, min(8, len(sources) // (workers * 16)))
+        ordered = sorted(pending, key=file_size, reverse=True)
+        chunksize = max(1, min(8, len(pending) // (workers * 16)))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(check_source, ordered, [settings] * len(ordered), chunksize=chunksize))
+            outcomes += pool.map(check_source, ordered, [settings] * len(ordered), chunksize=chunksize)
     else:
-        outcomes = [check_source(source, settings) for source in sources]
+        outcomes += [check_source(source, settings) for source in pending]
     return merge(outcomes, len(sources))
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's limit, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def file_size(source: SourceFile) -> int:
@@ -112,10 +132,14 @@ def dedupe(findings: list[Finding]) -> list[Finding]:
     return unique
 
 
-def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
-    """Everything for one file; runs in a worker process, so it never raises."""
+def check_source(source: SourceFile, settings: Settings, cached_only: bool = False) -> FileOutcome | None:
+    """Everything for one file; runs in a worker process, so it never raises.
+
+    With `cached_only`, None unless the cache holds the file's result."""
     try:
-        result, data = analyse_source(source, settings)
+        result, data = analyse_source(source, settings, cached_only)
+        if result is None:
+            return None
         findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
         return FileOutcome(findings=findings, models=list(result.models), skipped=result.skipped)
@@ -127,14 +151,18 @@ def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
         ))
 
 
-def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, bytes | None]:
-    """The file's unfiltered result (from the cache when possible) and its bytes (None: unreadable)."""
+def analyse_source(source: SourceFile, settings: Settings,
+                   cached_only: bool = False) -> tuple[FileResult | None, bytes | None]:
+    """The file's unfiltered result (from the cache when possible; with `cached_only`, None when it is
+    not there) and its bytes (None: unreadable)."""
     from reslint.analysis import analyze_file
 
     try:
         with open(source.path, "rb") as handle:
             data = handle.read()
     except OSError as error:
+        if cached_only:
+            return None, None
         reason = error.strerror or str(error)
         return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
     cache = None
@@ -143,6 +171,8 @@ def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, 
 
         cache = FileCache(settings.root, settings)
     result = cache.load(source.display, data, source.path) if cache else None
+    if result is None and cached_only:
+        return None, data
     if result is None:
         result = analyze_file(source.display, data, settings)
         if cache and result.cacheable:

@@ -80,25 +80,33 @@ class SourceMap:
     """Where each node of one module starts, and its code."""
 
     def __init__(self, module: cst.Module):
-        state = _OffsetState(module)
-        module._codegen(state)
         self._module = module
-        self._state = state
-        self._code = "".join(state.tokens)
-        self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(self._code)]
+        self._state: _OffsetState | None = None  # computed on the first question: many files never ask
+        self._code = ""
+        self._line_offsets: list[int] = []
+
+    def _mapped(self) -> _OffsetState:
+        if self._state is None:
+            state = _OffsetState(self._module)
+            self._module._codegen(state)
+            self._code = "".join(state.tokens)
+            self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(self._code)]
+            self._state = state
+        return self._state
 
     def line_column(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """(1-based line, 0-based column), like PositionProvider's `.start`; None for a node not in the module."""
-        if node not in self._state.ranges:
+        state = self._mapped()
+        if node not in state.ranges:
             return None
-        offset = self._state.start_of(node)
+        offset = state.start_of(node)
         line = bisect_right(self._line_offsets, offset)
         return line, offset - self._line_offsets[line - 1]
 
     def code(self, node: cst.CSTNode) -> str:
         """The node's code with the whitespace it owns, as `Module.code_for_node` gives it for an expression
         (a nested statement's lines keep their indentation here)."""
-        span = self._state.ranges.get(node)
+        span = self._mapped().ranges.get(node)
         if span is None:
             return self._module.code_for_node(node)
         return self._code[span[0]:span[1]]
