@@ -68,7 +68,7 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
     if len(pending) > 1 and jobs > 1:
         from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
 
-        preload_engine()
+        preload_engine(settings)
         workers = min(jobs, len(pending))
         # Largest files first, in small chunks, so that no worker is left with a big file at the end;
         # the report is sorted afterwards, so the order of work never shows.
@@ -96,13 +96,45 @@ def file_size(source: SourceFile) -> int:
         return 0
 
 
-def preload_engine() -> None:
-    """Import the engine before forking, so workers share it instead of each importing libcst."""
+def preload_engine(settings: Settings) -> None:
+    """Import the engines before forking, so workers share them instead of each importing them."""
     try:
         import libcst  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
+        pass
+    if not settings.static:
+        preload_torch()
+
+
+def preload_torch() -> None:
+    """torch imports most of what tracing needs on first use (meta kernels, export: seconds); do that
+    use once here, on meta tensors only, so no compute thread pool exists when the workers fork."""
+    import contextlib
+    import io
+    import sys
+    import warnings
+
+    if "torch" not in sys.modules:  # the full check imported it already; without it there is no tracing
+        return
+    try:
+        import torch
+        import torch.export
+
+        class Warmup(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(2, 2)
+
+            def forward(self, x):
+                return self.linear(x) + x
+
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.redirect_stdout(io.StringIO()), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            torch.export.export(Warmup(), (torch.empty(1, 2),), strict=False)
+    except Exception:  # noqa: BLE001 - only a head start: the workers do without it
         pass
 
 
