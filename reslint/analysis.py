@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 
 from reslint.findings import FileResult, Finding, ModelSummary
@@ -25,14 +26,18 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
 
     `path` is the display path used in findings; `source_path` the file to import (default: `path`).
     """
-    import libcst
-
     result = FileResult(path=path)
     try:
         text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as error:
         result.findings.append(Finding("RL901", f"cannot decode file: {error}", path, 1, 1))
         return result
+    if skippable(path, text, settings, source_path):
+        result.skipped = True
+        result.links = FileLinks(imports=class_reexports(text))
+        return result
+    import libcst
+
     try:
         module = libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
@@ -55,9 +60,59 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
     result.links = file_links(facts, text)
-    if not settings.static:
+    if not settings.static and (facts.models or names_file(settings, source_path or path)):
         add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def class_reexports(text: str) -> dict[str, str]:
+    """`from .model import GPT` in a file with nothing else to check (a package's __init__.py): the
+    link that lets a training script's `from mypkg import GPT` reach the model."""
+    import ast
+    import re
+
+    if not re.search(r"^\s*from\s+\S+\s+import\b", text, re.M):
+        return {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    exports = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name[:1].isupper():
+                    exports[alias.asname or alias.name] = base + alias.name if base.endswith(".") or not base \
+                        else f"{base}.{alias.name}"
+    return exports
+
+
+def names_file(settings: Settings, path: str) -> bool:
+    """Whether a `--model` spec (or the config's models) targets this file."""
+    if not settings.models:
+        return False
+    from reslint.trace.engine import factories_for
+
+    return bool(factories_for(os.path.abspath(path), settings))
+
+
+def skippable(path: str, text: str, settings: Settings, source_path: str | None) -> bool:
+    """Whether the pre-filter lets this file go unanalysed (see reslint.prefilter)."""
+    from reslint.prefilter import may_hold_model_or_training_code, parses
+
+    if may_hold_model_or_training_code(text):
+        return False
+    real = os.path.abspath(source_path or path)
+    if settings.train:
+        from reslint.discovery import matches_glob, root_relative
+
+        relative = root_relative(real, settings.root)
+        if any(matches_glob(relative, glob) for glob in settings.train):
+            return False
+    if not settings.static and names_file(settings, real):
+        return False
+    return parses(text, path)
 
 
 def file_links(facts, text: str) -> FileLinks:
@@ -96,6 +151,7 @@ class TracedFile:
     static_only: dict[str, str] = field(default_factory=dict)  # model name -> why it was not traced
     notes: list[str] = field(default_factory=list)
     imported: bool = False
+    timed_out: bool = False  # a time limit cut something short: the result may differ next time
 
 
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
@@ -110,9 +166,10 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     timeout = file_timeout(settings)
     # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
     traced = run_isolated(trace_and_check, path, data, settings, source_path, timeout=timeout + 2)
-    result.cacheable = False
     if isinstance(traced, ChildFailure):
         traced = failed_trace(path, traced, timeout)
+    result.imported = traced.imported
+    result.cacheable = not traced.timed_out
     result.findings = merge_findings(result.findings, traced.findings)
     traced_names = {summary.name for summary in traced.summaries}
     models = [summary for summary in result.models if summary.name not in traced_names]
@@ -130,7 +187,8 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
     code = "RL903" if failure.stage.startswith("tracing") else "RL902"
     message = f"{failure.stage}: {cause}; static findings are still reported"
     finding = Finding(code, message, path, failure.line, 1, symbol=failure.symbol, engine="trace")
-    return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True)
+    # A crash or hang may depend on the machine or the moment: never cached.
+    return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True, timed_out=True)
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:
@@ -144,7 +202,7 @@ def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str
     except ImportError:
         facts_from_capture = None
     outcome = TracedFile(findings=list(traced.findings), static_only=dict(traced.static_only),
-                         notes=list(traced.notes), imported=traced.imported)
+                         notes=list(traced.notes), imported=traced.imported, timed_out=traced.timed_out)
     for capture in traced.captures:
         if facts_from_capture is None:
             outcome.static_only.setdefault(capture.model_name, "the trace engine's graph analysis is not available")

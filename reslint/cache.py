@@ -1,17 +1,29 @@
 """Per-file result cache under `<root>/.reslint_cache/`.
 
 One entry per (display path, settings, version), overwritten when the file changes, so the
-cache does not grow with every edit. The entry stores the full key (a sha256 of the file bytes,
-the version, the settings and the path) and is used only when that key matches. The cached value
-is the FileResult before suppressions and filters, which are cheap and re-applied each run.
-Any I/O or decoding problem is treated as a miss: the cache must never break a check.
+cache does not grow with every edit. The entry stores the full key and is used only when that
+key matches. The key covers everything a file's result depends on:
+
+- the file's bytes and its display path (findings name it);
+- reslint itself: its version, and the size and mtime of its own source files, so that a
+  development checkout never reuses results of older code;
+- the settings that change results (Settings.cache_key: rule selection, policies, `train`
+  globs, and in the full check the model specs, inputs and timeout);
+- in the full check, the torch version, and, when the trace engine imported the file, the
+  bytes of every project file it imports (reslint.project_imports), checked again at each load.
+
+The cached value is the FileResult before suppressions and filters, which are cheap and
+re-applied each run. Any I/O or decoding problem is treated as a miss: the cache must never
+break a check.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,24 +37,64 @@ CACHEDIR_TAG = (
     "# This file is a cache directory tag created by reslint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 2
+FORMAT = 3  # 3: file results carry their cross-file links (RL301)
 
 
 def content_key(data: bytes, display: str, settings: Settings) -> str:
-    digest = hashlib.sha256()
-    for part in (reslint.__version__.encode(), settings.cache_key().encode(), display.encode(), data):
-        digest.update(len(part).to_bytes(8, "little"))
-        digest.update(part)
-    return digest.hexdigest()
+    return digest_of(engine_fingerprint(settings), settings.cache_key(), display, data)
 
 
 def slot_name(display: str, settings: Settings) -> str:
-    digest = hashlib.sha256(f"{reslint.__version__}\0{settings.cache_key()}\0{display}".encode())
+    return digest_of(reslint.__version__, settings.cache_key(), display)
+
+
+def digest_of(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        raw = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
+        digest.update(len(raw).to_bytes(8, "little"))
+        digest.update(raw)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def reslint_fingerprint() -> str:
+    """reslint's version and the size and mtime of each of its source files."""
+    package = Path(reslint.__file__).parent
+    stats = []
+    for path in sorted(package.rglob("*.py")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        stats.append(f"{path.relative_to(package).as_posix()}:{stat.st_size}:{stat.st_mtime_ns}")
+    return digest_of(reslint.__version__, *stats)
+
+
+def engine_fingerprint(settings: Settings) -> str:
+    if settings.static:
+        return reslint_fingerprint()
+    torch = sys.modules.get("torch")  # the full check imported it before any file was analysed
+    return reslint_fingerprint() + " torch " + str(getattr(torch, "__version__", None))
+
+
+def imports_digest(path: str, root: str | os.PathLike) -> str:
+    """A digest of the project files `path` imports: their paths and bytes."""
+    from reslint.project_imports import project_dependencies
+
+    parts: list[str | bytes] = []
+    for dependency in project_dependencies(path, root):
+        try:
+            contents = dependency.read_bytes()
+        except OSError:
+            contents = b"<unreadable>"
+        parts += [str(dependency), contents]
+    return digest_of(*parts)
 
 
 class FileCache:
     def __init__(self, root: str | os.PathLike, settings: Settings):
+        self.root = os.fspath(root)
         self.directory = Path(root) / CACHE_DIR_NAME
         self.settings = settings
 
@@ -50,18 +102,29 @@ class FileCache:
         slot = slot_name(display, self.settings)
         return self.directory / "files" / slot[:2] / f"{slot}.json"
 
-    def load(self, display: str, data: bytes) -> FileResult | None:
+    def load(self, display: str, data: bytes, path: str) -> FileResult | None:
+        """The stored result of the file `path` (shown as `display`) with these bytes, if still valid."""
         try:
             with open(self.entry_path(display), encoding="utf-8") as handle:
                 entry = json.load(handle)
             if entry.get("format") != FORMAT or entry.get("key") != content_key(data, display, self.settings):
                 return None
-            return FileResult.from_dict(entry["result"])
+            imports = entry.get("imports")
+            if imports is not None and imports != imports_digest(path, self.root):
+                return None
+            result = FileResult.from_dict(entry["result"])
+            result.imported = imports is not None
+            return result
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
-    def store(self, display: str, data: bytes, result: FileResult) -> None:
-        entry = {"format": FORMAT, "key": content_key(data, display, self.settings), "result": result.to_dict()}
+    def store(self, display: str, data: bytes, path: str, result: FileResult) -> None:
+        entry = {
+            "format": FORMAT,
+            "key": content_key(data, display, self.settings),
+            "imports": imports_digest(path, self.root) if result.imported else None,
+            "result": result.to_dict(),
+        }
         try:
             self.prepare()
             write_atomically(self.entry_path(display), json.dumps(entry, separators=(",", ":")))
@@ -97,3 +160,23 @@ def write_atomically(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def cache_directories(cwd: str | os.PathLike) -> list[Path]:
+    """The caches `reslint clean` removes: the project root's (where `reslint check` run here writes)
+    and any below `cwd`, where checks run from subdirectories without a config wrote theirs."""
+    from reslint.config import ConfigError, find_config
+    from reslint.discovery import is_skipped_dir
+
+    start = Path(os.path.abspath(cwd))
+    try:
+        config = find_config(start)
+    except ConfigError:  # a broken pyproject.toml must not keep a cache from being removed
+        config = None
+    found = [(config.parent if config is not None else start) / CACHE_DIR_NAME]
+    for current, dirnames, _ in os.walk(start):
+        here = Path(current)
+        if CACHE_DIR_NAME in dirnames:
+            found.append(here / CACHE_DIR_NAME)
+        dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(here / name))
+    return [directory for directory in dict.fromkeys(found) if directory.is_dir() and not directory.is_symlink()]

@@ -18,7 +18,7 @@ import click
 import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
-from reslint.discovery import DiscoveryError, discover
+from reslint.discovery import DiscoveryError, discover, display_path
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS, render
@@ -223,6 +223,26 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
         leave(created)
     if any(finding.at_least(settings.fail_on) for finding in findings) and not exit_zero:
         return EXIT_FINDINGS
+    return EXIT_OK
+
+
+@cli.command("clean")
+def clean_command() -> int:
+    """Remove the result cache (.reslint_cache/) of the project and of directories below the current one."""
+    import shutil
+
+    from reslint.cache import CACHE_DIR_NAME, cache_directories
+
+    removed = 0
+    for directory in cache_directories(os.getcwd()):
+        try:
+            shutil.rmtree(directory)
+        except OSError as error:
+            raise UsageFailure(f"cannot remove {directory}: {error.strerror or error}") from None
+        click.echo(f"Removed {display_path(directory)}")
+        removed += 1
+    if not removed:
+        click.echo(f"No {CACHE_DIR_NAME}/ to remove")
     return EXIT_OK
 
 

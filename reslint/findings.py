@@ -153,8 +153,11 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     links: FileLinks = field(default_factory=FileLinks)
-    # False when the result depends on more than the file's bytes (the trace engine imported it)
+    # False when the result may differ on the next run with the same inputs (a trace timed out)
     cacheable: bool = field(default=True, compare=False)
+    # The trace engine imported the file: the result also depends on the project files it imports
+    imported: bool = field(default=False, compare=False)
+    skipped: bool = False  # the pre-filter found no model or training code: nothing was analysed
 
     def to_dict(self) -> dict:
         return {
@@ -162,6 +165,7 @@ class FileResult:
             "findings": [finding.to_dict() for finding in self.findings],
             "models": [model.to_dict() for model in self.models],
             "links": self.links.to_dict(),
+            "skipped": self.skipped,
         }
 
     @classmethod
@@ -171,6 +175,7 @@ class FileResult:
             findings=[Finding.from_dict(finding) for finding in data.get("findings", ())],
             models=[ModelSummary.from_dict(model) for model in data.get("models", ())],
             links=FileLinks.from_dict(data.get("links", {})),
+            skipped=bool(data.get("skipped", False)),
         )
 
 

@@ -6,17 +6,18 @@ import dataclasses
 import os
 import signal
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from reslint.cache import FileCache
 from reslint.discovery import SourceFile, discover, matches_glob, root_relative
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class FileOutcome:
     models: list[ModelSummary] = field(default_factory=list)
     error: InternalError | None = None
     links: FileLinks | None = None
+    skipped: bool = False
+    display: str = ""  # the file it is about (outcomes come back in another order than the sources)
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     files_checked: int = 0
+    files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
     internal_errors: list[InternalError] = field(default_factory=list)
 
     def count(self, severity: str) -> int:
@@ -57,22 +61,55 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 
 
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
-    jobs = settings.jobs or os.cpu_count() or 1
-    if len(sources) > 1 and jobs > 1:
-        preload_engine()
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(sources)), initializer=stop_on_sigterm)
+    outcomes: list[FileOutcome] = []
+    pending = sources
+    if settings.cache and len(sources) > 1:
+        # Cache hits cost a read and a hash: answer them here, and start workers (which import the
+        # engines) only for the files that need analysing.
+        pending = []
+        for source in sources:
+            outcome = check_source(source, settings, cached_only=True)
+            if outcome is None:
+                pending.append(source)
+            else:
+                outcomes.append(outcome)
+    jobs = settings.jobs or available_cpus()
+    if len(pending) > 1 and jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
+
+        preload_engine(settings)
+        workers = min(jobs, len(pending))
+        # Largest files first, in small chunks, so that no worker is left with a big file at the end;
+        # the report is sorted afterwards, so the order of work never shows.
+        ordered = sorted(pending, key=file_size, reverse=True)
+        chunksize = max(1, min(8, len(pending) // (workers * 16)))
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=stop_on_sigterm)
         try:
-            chunksize = max(1, len(sources) // (min(jobs, len(sources)) * 4))
-            outcomes = list(pool.map(check_source, sources, [settings] * len(sources), chunksize=chunksize))
+            outcomes += pool.map(check_source, ordered, [settings] * len(ordered), chunksize=chunksize)
         except KeyboardInterrupt:
             stop_workers(pool)
             raise
         pool.shutdown()
     else:
-        outcomes = [check_source(source, settings) for source in sources]
+        outcomes += [check_source(source, settings) for source in pending]
     report = merge(outcomes, len(sources))
     link_project(report, sources, outcomes, settings)
     return report
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's limit, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def file_size(source: SourceFile) -> int:
+    try:
+        return os.path.getsize(source.path)
+    except OSError:
+        return 0
 
 
 def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileOutcome], settings: Settings) -> None:
@@ -81,9 +118,10 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
     from reslint.rules import rl301_post_ln_without_warmup
 
     project = Project(settings)
-    for source, outcome in zip(sources, outcomes):
-        if outcome.links is not None:
-            project.add(source.path, source.display, outcome.links)
+    by_display = {source.display: source for source in sources}
+    for outcome in outcomes:
+        if outcome.links is not None and outcome.display in by_display:
+            project.add(by_display[outcome.display].path, outcome.display, outcome.links)
     train_everything = {source.display for source in sources
                         if any(matches_glob(source.relative, glob) for glob in settings.train)}
     for path in training_scripts(settings, {source.path for source in sources}):
@@ -134,13 +172,45 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
-def preload_engine() -> None:
-    """Import the engine before forking, so workers share it instead of each importing libcst."""
+def preload_engine(settings: Settings) -> None:
+    """Import the engines before forking, so workers share them instead of each importing them."""
     try:
         import libcst  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
+        pass
+    if not settings.static:
+        preload_torch()
+
+
+def preload_torch() -> None:
+    """torch imports most of what tracing needs on first use (meta kernels, export: seconds); do that
+    use once here, on meta tensors only, so no compute thread pool exists when the workers fork."""
+    import contextlib
+    import io
+    import sys
+    import warnings
+
+    if "torch" not in sys.modules:  # the full check imported it already; without it there is no tracing
+        return
+    try:
+        import torch
+        import torch.export
+
+        class Warmup(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(2, 2)
+
+            def forward(self, x):
+                return self.linear(x) + x
+
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.redirect_stdout(io.StringIO()), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            torch.export.export(Warmup(), (torch.empty(1, 2),), strict=False)
+    except Exception:  # noqa: BLE001 - only a head start: the workers do without it
         pass
 
 
@@ -149,10 +219,12 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
     for outcome in outcomes:
         report.findings.extend(outcome.findings)
         report.models.extend(outcome.models)
+        report.files_skipped += outcome.skipped
         if outcome.error is not None:
             report.internal_errors.append(outcome.error)
     report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
     report.models.sort(key=lambda model: (model.path, model.line, model.name))
+    report.internal_errors.sort(key=lambda error: error.path)
     return report
 
 
@@ -168,37 +240,52 @@ def dedupe(findings: list[Finding]) -> list[Finding]:
     return unique
 
 
-def check_source(source: SourceFile, settings: Settings) -> FileOutcome:
-    """Everything for one file; runs in a worker process, so it never raises."""
+def check_source(source: SourceFile, settings: Settings, cached_only: bool = False) -> FileOutcome | None:
+    """Everything for one file; runs in a worker process, so it never raises.
+
+    With `cached_only`, None unless the cache holds the file's result."""
     try:
-        result, data = analyse_source(source, settings)
+        result, data = analyse_source(source, settings, cached_only)
+        if result is None:
+            return None
         findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
-        return FileOutcome(findings=findings, models=list(result.models), links=result.links)
+        return FileOutcome(findings=findings, models=list(result.models), links=result.links,
+                           skipped=result.skipped, display=source.display)
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,
             error=f"{type(error).__name__}: {error}",
             traceback=traceback.format_exc(),
-        ))
+        ), display=source.display)
 
 
-def analyse_source(source: SourceFile, settings: Settings) -> tuple[FileResult, bytes | None]:
-    """The file's unfiltered result (from the cache when possible) and its bytes (None: unreadable)."""
+def analyse_source(source: SourceFile, settings: Settings,
+                   cached_only: bool = False) -> tuple[FileResult | None, bytes | None]:
+    """The file's unfiltered result (from the cache when possible; with `cached_only`, None when it is
+    not there) and its bytes (None: unreadable)."""
     from reslint.analysis import analyze_file
 
     try:
         with open(source.path, "rb") as handle:
             data = handle.read()
     except OSError as error:
+        if cached_only:
+            return None, None
         reason = error.strerror or str(error)
         return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
-    cache = FileCache(settings.root, settings) if settings.cache else None
-    result = cache.load(source.display, data) if cache else None
+    cache = None
+    if settings.cache:
+        from reslint.cache import FileCache
+
+        cache = FileCache(settings.root, settings)
+    result = cache.load(source.display, data, source.path) if cache else None
+    if result is None and cached_only:
+        return None, data
     if result is None:
         result = analyze_file(source.display, data, settings)
         if cache and result.cacheable:
-            cache.store(source.display, data, result)
+            cache.store(source.display, data, source.path, result)
     return result, data
 
 

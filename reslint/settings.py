@@ -44,7 +44,7 @@ class Settings:
     def cache_key(self) -> str:
         """What, besides the file bytes and the version, decides a file's findings."""
         key: tuple = (sorted(self.select), sorted(self.ignore), self.norm_placement,
-                      self.deep_post_ln_layers, self.static)
+                      self.deep_post_ln_layers, self.static, self.train)
         if not self.static:  # the trace engine's results also depend on how models are built and fed
             key += (tuple((factory.factory, factory.inputs) for factory in self.models), self.inputs, self.timeout)
         return repr(key)

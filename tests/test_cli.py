@@ -64,7 +64,8 @@ def one_error_line(stderr: str) -> str:
 def test_clean_files_exit_0(tmp_path):
     write(tmp_path, {"clean.py": CLEAN})
     result = check(tmp_path)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "All checks passed! (1 file)\n", "")
+    expected = "All checks passed! (1 file, 1 skipped: no model or training code)\n"
+    assert (result.returncode, result.stdout, result.stderr) == (0, expected, "")
 
 
 def test_warnings_fail_by_default(project):
@@ -74,7 +75,8 @@ def test_warnings_fail_by_default(project):
         f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + result.stdout.splitlines()[0].split("[warning] ")[1],
         f"post.py:{POST_LN_LINE}:26: RL101 [info] " + result.stdout.splitlines()[1].split("[info] ")[1],
     ]
-    assert result.stdout.endswith("Found 2 findings (0 errors, 1 warning, 1 info) in 3 files.\n")
+    assert result.stdout.endswith(
+        "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).\n")
 
 
 @pytest.mark.parametrize(
@@ -146,7 +148,7 @@ def test_unknown_subcommand_and_bare_invocation_exit_2(tmp_path):
     bare = run_reslint(cwd=tmp_path)
     assert bare.returncode == 2
     assert bare.stdout.startswith("Usage: reslint")
-    assert one_error_line(bare.stderr) == "reslint: error: missing command: one of check, probe, rule, rules"
+    assert one_error_line(bare.stderr) == "reslint: error: missing command: one of check, clean, probe, rule, rules"
 
 
 def test_syntax_error_is_rl901_and_other_files_are_still_checked(tmp_path):

@@ -19,6 +19,7 @@ def report_document(report: Report) -> dict:
         "models": [model.to_dict() for model in report.models],
         "summary": {
             "files": report.files_checked,
+            "files_skipped": report.files_skipped,
             "findings": len(report.findings),
             "errors": report.count("error"),
             "warnings": report.count("warning"),

@@ -7,6 +7,7 @@ from typing import TextIO
 
 from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, placement_label, stack_summary_line
+from reslint.prefilter import SKIP_REASON
 from reslint.reporters.common import counts_by_code, plural
 from reslint.runner import Report
 from reslint.settings import Settings
@@ -79,6 +80,8 @@ def model_lines(models: list[ModelSummary]) -> list[str]:
 
 def summary_line(report: Report, paint: Painter) -> str:
     files = plural(report.files_checked, "file")
+    if report.files_skipped:
+        files += f", {report.files_skipped} skipped: {SKIP_REASON}"
     if not report.findings:
         return paint(f"All checks passed! ({files})", BOLD)
     counts = ", ".join((
@@ -86,4 +89,6 @@ def summary_line(report: Report, paint: Painter) -> str:
         plural(report.count("warning"), "warning"),
         plural(report.count("info"), "info"),
     ))
+    if report.files_skipped:
+        files = f"{plural(report.files_checked, 'file')} ({report.files_skipped} skipped: {SKIP_REASON})"
     return paint(f"Found {plural(len(report.findings), 'finding')} ({counts}) in {files}.", BOLD)

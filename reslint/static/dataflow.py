@@ -153,14 +153,11 @@ class Evaluator:
     # ----- helpers -----------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        try:
-            start = self.positions[node].start
-            return start.line, start.column + 1
-        except KeyError:
-            return 0, 0
+        start = self.positions.line_column(node)
+        return (start[0], start[1] + 1) if start is not None else (0, 0)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.index.module.code_for_node(node).strip()
+        return self.positions.code(node).strip()
 
     def _nodes_of(self, value) -> list[Node]:
         if isinstance(value, Node):

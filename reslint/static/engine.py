@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
 from reslint.static import torch_api
@@ -13,6 +12,7 @@ from reslint.static.dataflow import Evaluator
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms, is_layer_norm
+from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
@@ -29,13 +29,11 @@ BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerD
 
 
 def extract_facts(path: str, module: cst.Module) -> FileFacts:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    return StaticExtractor(path, module, positions).run()
+    return StaticExtractor(path, module, SourceMap(module)).run()
 
 
 class StaticExtractor:
-    def __init__(self, path: str, module: cst.Module, positions):
+    def __init__(self, path: str, module: cst.Module, positions: SourceMap):
         self.path = path
         self.module = module
         self.positions = positions
@@ -45,13 +43,10 @@ class StaticExtractor:
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
 
     def span(self, node: cst.CSTNode | None) -> Span:
-        if node is None:
+        start = self.positions.line_column(node) if node is not None else None
+        if start is None:
             return Span(self.path, 1, 1)
-        try:
-            start = self.positions[node].start
-            return Span(self.path, start.line, start.column + 1)
-        except KeyError:
-            return Span(self.path, 1, 1)
+        return Span(self.path, start[0], start[1] + 1)
 
     def node_span(self, node: Node) -> Span:
         return Span(self.path, node.line, node.column)
@@ -388,7 +383,7 @@ class StaticExtractor:
         info = self.index.classes.get(owner)
         if info is None:
             return False
-        text = "".join(self.module.code_for_node(info.node).split())
+        text = "".join(self.positions.code(info.node).split())
         return "[:,None,None]" in text or "2d" in owner.lower() or "channels_first" in text
 
     # ----- FFN chains --------------------------------------------------------------------------
@@ -418,7 +413,7 @@ class StaticExtractor:
         if any(first.attr.lower().startswith(hint) for hint in FFN_CONTAINER_HINTS):
             return True
         inner = first.arg(1, "out_features")
-        inner_text = self.module.code_for_node(inner) if inner is not None else ""
+        inner_text = self.positions.code(inner) if inner is not None else ""
         return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
 
 

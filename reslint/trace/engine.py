@@ -33,6 +33,7 @@ class TraceResult:
     static_only: dict[str, str] = field(default_factory=dict)  # model name -> why it was not traced
     notes: list[str] = field(default_factory=list)
     imported: bool = False
+    timed_out: bool = False  # a time limit cut something short: the result may differ next time
 
 
 def might_define_models(text: str) -> bool:
@@ -115,6 +116,7 @@ def trace_file(path: str, data: bytes | None, settings: Settings, source_path: s
                                        path, error.line, 1, engine="trace"))
         result.notes.append("not imported: " + error.message)
     except TraceTimeout:
+        result.timed_out = True
         result.findings.append(Finding("RL902", f"importing the file timed out after {seconds_text(timeout)}; "
                                        "static findings are still reported", path, 1, 1, engine="trace"))
         result.notes.append(f"import timed out after {seconds_text(timeout)}")
@@ -165,6 +167,7 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
         except BuildFailed as error:
             failed.append((spec, error))
         except TraceTimeout:
+            result.timed_out = True
             message = f"building {spec.name} timed out after {seconds_text(timeout)}; static facts were used"
             result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
             result.static_only[spec.name] = f"timed out after {seconds_text(timeout)}"
@@ -218,6 +221,7 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, dead
         result.static_only[spec.name] = str(error)
         return
     except TraceTimeout:
+        result.timed_out = True
         result.findings.append(Finding(
             "RL903", f"tracing {spec.name} timed out after {seconds_text(timeout)}; static facts were used",
             path, spec.line, 1, symbol=spec.name, engine="trace"))

@@ -1,0 +1,48 @@
+"""A cheap text test that lets `reslint check` skip files with no model or training code.
+
+Parsing with libcst is most of a check's cost, and most files of a large repository
+(configurations, tokenizers, `__init__.py`) contain nothing the rules look at. A file is skipped
+only when its text cannot hold anything a rule reports on:
+
+- a model class: the static engine treats a class as a module when it (or a base defined in the
+  file) has a `forward`, or when a base's name, after import aliases, ends in `Module` or
+  `PreTrainedModel`; each needs the word `class` and one of those names in the text;
+- PyTorch or training code: `torch` (any import of torch, torch.nn or torch.optim names it),
+  optimizers, LR schedulers and warmup, Trainer/TrainingArguments, DeepSpeed, Lightning, Accelerate.
+
+The test errs on the side of analysing. A file that does not parse is never skipped (its RL901
+matters more than the time), nor a file that `train` globs or a `--model` spec name.
+"""
+
+from __future__ import annotations
+
+import re
+
+SKIP_REASON = "no model or training code"
+
+CLASS = re.compile(r"\bclass\b")
+MODULE_CLASS_HINT = re.compile(r"forward|Module|PreTrainedModel")
+TORCH_OR_TRAINING_HINT = re.compile(
+    r"torch|optim|[Ss]chedul|[Ww]armup|Trainer|TrainingArguments|deepspeed|DeepSpeed|lightning|Lightning|accelerate"
+)
+
+
+def may_hold_model_or_training_code(text: str) -> bool:
+    """False only when no rule can report anything on a file with this text."""
+    if TORCH_OR_TRAINING_HINT.search(text):
+        return True
+    return CLASS.search(text) is not None and MODULE_CLASS_HINT.search(text) is not None
+
+
+def parses(text: str, path: str) -> bool:
+    """Whether CPython's parser accepts the text (nothing is run)."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # invalid escape sequences and the like: not ours to report
+            warnings.simplefilter("ignore")
+            ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: null bytes
+        return False
+    return True

@@ -1,0 +1,69 @@
+"""The static engine's SourceMap gives every node the place libcst's PositionProvider gives it,
+and every expression the code `Module.code_for_node` gives it (a multi-line expression keeps the
+indentation of its continuation lines, which code_for_node drops)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from reslint.static.positions import SourceMap
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+TRICKY = {
+    "crlf": "import torch\r\n\r\nclass A(torch.nn.Module):\r\n    def forward(self, x):\r\n        return x + 1\r\n",
+    "old mac newlines": "x = 1\ry = (x +\r     2)\r",
+    "tabs and continuation": "class A:\n\tdef f(self, x):\n\t\treturn (x +\n\t\t        \\\n\t\t  1)\n",
+    "unicode": "ä = 'ü'  # ö\nclass Ä:\n    def f(self, β):\n        return β * ä  # π\n",
+    "decorators and comments": (
+        "# header\n\n@dataclass\n# between\n@other(\n    1,\n)\nclass C:\n    # lead\n\n    x: int = 3  # t\n"
+    ),
+    "multi-line strings": 'def f():\n    s = """a\nb\n"""; t = f"{s!r:>{3}}"\n    return s\n',
+    "no trailing newline": "class A:\n    def f(self):\n        return 1",
+    "empty": "",
+    "semicolons and suites": "if x: a = 1; b = 2\nelse: pass\nwhile y: break\n",
+    "match and walrus": "match p:\n    case [1, *rest] if (n := len(rest)):\n        pass\n    case {'k': v}:\n        pass\n",
+}
+
+
+def squeezed(code: str) -> str:
+    return "\n".join(line.strip() for line in code.splitlines())
+
+
+def compare(module: cst.Module) -> int:
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    source_map = SourceMap(module)
+    for node, code_range in expected.items():
+        assert source_map.line_column(node) == (code_range.start.line, code_range.start.column), (
+            type(node).__name__, module.code_for_node(node))
+        if isinstance(node, cst.BaseExpression):
+            assert squeezed(source_map.code(node)) == squeezed(module.code_for_node(node))
+    return len(expected)
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_sources_match_position_provider(name: str) -> None:
+    compare(cst.parse_module(TRICKY[name]))
+
+
+def test_every_node_of_the_fixtures_and_examples_matches_position_provider() -> None:
+    paths = sorted(REPO_ROOT.glob("fixtures/**/*.py")) + sorted(REPO_ROOT.glob("examples/**/*.py"))
+    checked = 0
+    for path in paths:
+        try:
+            module = cst.parse_module(path.read_bytes())
+        except (cst.ParserSyntaxError, UnicodeDecodeError):  # the RL901 fixtures
+            continue
+        checked += compare(module)
+    assert checked > 10_000
+
+
+def test_a_node_outside_the_module_has_no_place_but_has_code() -> None:
+    source_map = SourceMap(cst.parse_module("x = 1\n"))
+    stranger = cst.parse_expression("a + b")
+    assert source_map.line_column(stranger) is None
+    assert source_map.code(stranger) == "a + b"
