@@ -182,6 +182,9 @@ def preload_engine(settings: Settings) -> None:
         pass
     if not settings.static:
         preload_torch()
+    import gc
+
+    gc.freeze()  # what is loaded now lives as long as the workers: their collector need not walk it
 
 
 def preload_torch() -> None:

@@ -98,3 +98,28 @@ def test_a_skipped_file_costs_no_libcst_import(tmp_path):
         result = subprocess.run([sys.executable, "-c", probe, "check", "--static", "--no-cache", "--exit-zero", target],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert result.stdout.splitlines()[-1] == f"{imported} 0", result.stderr
+
+
+def test_the_full_check_imports_no_file_without_model_classes(tmp_path):
+    """The static facts decide: a file the trace engine's text hint would accept (a `def forward(`)
+    but without an nn.Module class is never imported; a file with one is, and a --model spec
+    naming a file imports it whatever its classes."""
+    pytest.importorskip("torch")
+    from reslint.analysis import analyze_file
+    from reslint.settings import ModelFactory, Settings
+
+    marker = tmp_path / "imported"
+    script = tmp_path / "functional.py"
+    script.write_text(f"import torch\nopen({str(marker)!r}, 'w').close()\n\n\ndef forward(x):\n    return x + 1\n")
+    result = analyze_file(str(script), script.read_bytes(), Settings(root=str(tmp_path)))
+    assert (result.skipped, result.imported, marker.exists()) == (False, False, False)
+
+    model = tmp_path / "model.py"
+    model.write_text(f"open({str(marker)!r}, 'w').close()\n" + POST_LN)
+    result = analyze_file(str(model), model.read_bytes(), Settings(root=str(tmp_path)))
+    assert (result.imported, marker.exists()) == (True, True)
+
+    marker.unlink()
+    named = Settings(root=str(tmp_path), models=(ModelFactory(f"{script}:torch.nn.Identity()"),))
+    result = analyze_file(str(script), script.read_bytes(), named)
+    assert (result.imported, marker.exists()) == (True, True)
