@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from reslint.cache import FileCache
-from reslint.discovery import SourceFile, discover, matches_glob
+from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed
@@ -37,6 +37,7 @@ class Report:
     models: list[ModelSummary] = field(default_factory=list)
     files_checked: int = 0
     internal_errors: list[InternalError] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
 
     def count(self, severity: str) -> int:
         return sum(1 for finding in self.findings if finding.effective_severity == severity)
@@ -47,8 +48,10 @@ class Report:
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     """Check files and directories; raises DiscoveryError for a path that does not exist."""
-    sources = discover(paths, settings.root, settings.exclude)
-    return check_sources(sources, settings)
+    discovery = find_sources(paths, settings.root, settings.exclude)
+    report = check_sources(discovery.sources, settings)
+    report.skipped = discovery.skipped
+    return report
 
 
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
