@@ -6,12 +6,26 @@ import contextlib
 import dataclasses
 import gc
 import os
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks, PostLNBlock
 from reslint.settings import Settings
+
+# Real code nests far less (the deepest file of torch, transformers and sympy: 569 levels, a
+# generated polynomial); libcst's time and stack grow faster than linearly with depth.
+MAX_NESTING = 1000
+# A file CPython rejects may still be newer syntax libcst knows; a statement of more tokens than
+# this could nest deeply enough to overflow libcst's native parser, so it is not tried.
+MAX_STATEMENT_TOKENS = 1000
+# libcst's visitors recurse a few Python frames per nesting level: the static engine runs on a
+# thread with room for MAX_NESTING levels.
+STACK_BYTES = 512 * 2**20
+RECURSION_LIMIT = 40_000
+NESTING_ERRORS = ("too many nested parentheses", "too many levels of indentation", "too many statically nested blocks")
 
 
 def decode_source(data: bytes) -> str:
@@ -40,7 +54,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         result.links = FileLinks(imports=class_reexports(text))
         return result
     with collector_paused():
-        parsed, has_models = static_analysis(result, path, text, settings)
+        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings)
     if parsed and not settings.static and (has_models or names_file(settings, source_path or path)):
         add_trace_results(result, path, data, settings, source_path)
     return result
@@ -66,21 +80,9 @@ def collector_paused() -> Iterator[None]:
 def static_analysis(result: FileResult, path: str, text: str, settings: Settings) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes)."""
-    import libcst
-
-    try:
-        module = libcst.parse_module(text)
-    except libcst.ParserSyntaxError as error:
-        line, column, message = error.raw_line, error.raw_column + 1, "invalid syntax"
-        try:
-            # CPython's parser (parsing only, nothing runs) points at the offending token, libcst at the next one.
-            import ast
-
-            ast.parse(text, filename=path)
-        except SyntaxError as precise:
-            line, column = precise.lineno or line, precise.offset or column
-            message = precise.msg
-        result.findings.append(Finding("RL901", f"syntax error: {message}", path, line, column))
+    module = parse_source(path, text)
+    if isinstance(module, Finding):
+        result.findings.append(module)
         return False, False
 
     from reslint.rules import run_rules
@@ -91,6 +93,125 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     result.models.extend(facts.model_summaries())
     result.links = file_links(facts, text)
     return True, bool(facts.models)
+
+
+def parse_source(path: str, text: str):
+    """The libcst module, or the RL901 finding saying why the file cannot be analysed.
+
+    CPython's parser goes first: it is fast, it has hard limits on nesting, and it is the judge
+    of what is valid Python. libcst only sees files that cannot exhaust its stack.
+    """
+    import libcst
+
+    checked = cpython_parse(text)
+    if isinstance(checked, SyntaxError):
+        if checked.msg in NESTING_ERRORS or longest_statement(text) > MAX_STATEMENT_TOKENS:
+            return syntax_finding(path, checked)
+    else:
+        depth, line, column = nesting(checked)
+        if depth > MAX_NESTING:
+            return Finding("RL901", f"cannot analyse: code nested {depth} levels deep (the limit is {MAX_NESTING})",
+                           path, line, column)
+    try:
+        return libcst.parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError) as error:
+        if isinstance(checked, SyntaxError):
+            return syntax_finding(path, checked)
+        # CPython accepts the file but libcst does not: say so rather than call valid code invalid.
+        line, column = getattr(error, "raw_line", 1), getattr(error, "raw_column", 0) + 1
+        message = " ".join(str(error).split()) if isinstance(error, libcst.ParserSyntaxError) else "too deeply nested"
+        return Finding("RL901", f"cannot analyse: libcst cannot parse this file: {message}", path, line, column)
+
+
+def cpython_parse(text: str):
+    """CPython's AST of the text (parsing only: nothing runs), or the SyntaxError saying why not."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like: not a linter finding
+            return ast.parse(text)
+    except (SyntaxError, ValueError) as error:  # ValueError: null bytes, before Python 3.11.4
+        if isinstance(error, SyntaxError) and error.lineno is not None:
+            return error
+        return SyntaxError(error.msg if isinstance(error, SyntaxError) else str(error), ("<unknown>", *null_byte(text), None))
+    except (RecursionError, MemoryError) as error:
+        return SyntaxError(f"too deeply nested for CPython's parser ({type(error).__name__})", ("<unknown>", 1, 1, None))
+
+
+def null_byte(text: str) -> tuple[int, int]:
+    """Line and column (1-based) of the first null byte, else of the start."""
+    where = text.find("\0")
+    if where < 0:
+        return 1, 1
+    return text.count("\n", 0, where) + 1, where - text.rfind("\n", 0, where)
+
+
+def syntax_finding(path: str, error: SyntaxError) -> Finding:
+    return Finding("RL901", f"syntax error: {error.msg}", path, error.lineno or 1, error.offset or 1)
+
+
+def nesting(tree) -> tuple[int, int, int]:
+    """The depth of the deepest node of an AST, with the line and column (1-based) of it or its nearest located ancestor."""
+    import ast
+
+    deepest, where = 0, (1, 1)
+    stack = [(tree, 1, (1, 1))]
+    while stack:
+        node, depth, position = stack.pop()
+        if hasattr(node, "lineno"):
+            position = (node.lineno, node.col_offset + 1)
+        if depth > deepest:
+            deepest, where = depth, position
+        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+    return deepest, *where
+
+
+def longest_statement(text: str) -> float:
+    """The most tokens in one logical line; infinite when the text cannot be tokenized to the end
+    (what follows the error is unknown, so libcst must not be given it)."""
+    import io
+    import tokenize
+
+    longest = count = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            count += 1
+            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                longest, count = max(longest, count), 0
+    except (tokenize.TokenError, SyntaxError):
+        return float("inf")
+    return max(longest, count)
+
+
+def on_deep_stack(function, *args):
+    """`function(*args)` on a thread with a large stack and recursion limit; its exceptions re-raised here."""
+    outcome: dict = {}
+
+    def target() -> None:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = error
+        finally:
+            sys.setrecursionlimit(limit)
+
+    previous = threading.stack_size()
+    try:
+        threading.stack_size(STACK_BYTES)
+        thread = threading.Thread(target=target, name="reslint-static", daemon=True)
+        thread.start()
+    except (RuntimeError, ValueError, MemoryError):  # no such stack on this system: run here, with the usual limits
+        return function(*args)
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def class_reexports(text: str) -> dict[str, str]:

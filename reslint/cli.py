@@ -18,7 +18,7 @@ import click
 import reslint
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
-from reslint.discovery import DiscoveryError, discover, display_path
+from reslint.discovery import DiscoveryError, display_path, find_sources
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS, render
@@ -95,14 +95,15 @@ def check(
         check_model_spec(spec)
     try:
         settings = load_settings(os.getcwd(), config_file, overrides)
-        sources = discover(paths or (".",), settings.root, settings.exclude)
+        discovery = find_sources(paths or (".",), settings.root, settings.exclude)
     except (ConfigError, DiscoveryError) as error:
         raise UsageFailure(str(error)) from None
     if not static:
         require_torch()
-    if not sources:
+    if not discovery.sources:
         click.echo("reslint: warning: no Python files to check", err=True)
-    report = check_sources(sources, settings)
+    report = check_sources(discovery.sources, settings)
+    report.skipped = discovery.skipped
     render(report, output_format, settings, sys.stdout)
     sys.stdout.flush()
     if report.internal_errors:

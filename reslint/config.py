@@ -7,6 +7,7 @@ always a typo that would otherwise silently turn a check off.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import sys
@@ -60,7 +61,7 @@ def find_config(start: str | os.PathLike) -> Path | None:
     directory = Path(os.path.abspath(start))
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / PYPROJECT
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # False, not PermissionError, for a directory we may not enter
             tool = read_toml(candidate, directory).get("tool")
             if isinstance(tool, dict) and "reslint" in tool:
                 return candidate
@@ -101,7 +102,7 @@ def load_settings(cwd: str | os.PathLike, config_file: str | None, overrides: Ov
     cwd = os.path.abspath(cwd)
     if config_file is not None:
         path = Path(cwd, config_file)
-        if not path.is_file():
+        if not os.path.isfile(path):
             raise ConfigError(f"config file not found: {config_file}")
     else:
         path = find_config(cwd)
@@ -166,7 +167,7 @@ class ConfigContext:
 def settings_from_table(table: dict, context: ConfigContext) -> Settings:
     for key in table:
         if key not in KNOWN_KEYS:
-            raise context.error(context.key(key), "unknown key" + suggestion(key, KNOWN_KEYS))
+            raise context.error(context.key(quote_key(key)), "unknown key" + suggestion(key, KNOWN_KEYS))
     values: dict[str, Any] = {}
     if "select" in table:
         values["select"] = frozenset(codes_value(table["select"], context, "select"))
@@ -249,7 +250,10 @@ def per_file_ignores(value: Any, context: ConfigContext) -> tuple[tuple[str, fro
 
 
 def quote_key(key: str) -> str:
-    return key if key.replace("-", "").replace("_", "").isalnum() else f'"{key}"'
+    """A key as TOML writes it: bare when it can be, else a quoted string with escapes (so one line)."""
+    if key and key.replace("-", "").replace("_", "").isalnum() and key.isascii():
+        return key
+    return json.dumps(key, ensure_ascii=False)
 
 
 def model_factories(value: Any, context: ConfigContext) -> tuple[ModelFactory, ...]:
@@ -260,7 +264,7 @@ def model_factories(value: Any, context: ConfigContext) -> tuple[ModelFactory, .
         where = f"models[{index}]"
         for key in entry:
             if key not in MODEL_KEYS:
-                raise context.error(context.key(where, key), "unknown key" + suggestion(key, MODEL_KEYS))
+                raise context.error(context.key(where, quote_key(key)), "unknown key" + suggestion(key, MODEL_KEYS))
         factory = entry.get("factory")
         if factory is None:
             raise context.error(context.key(where), "missing required key 'factory'")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -18,6 +20,17 @@ SKIPPED_DIR_NAMES = frozenset({
     ".reslint_cache",
 })
 SKIPPED_DIR_GLOBS = ("*.egg-info",)
+# Skipped without a word: they never hold source to check.
+NO_SOURCE_DIR_NAMES = frozenset({
+    ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".reslint_cache",
+})
+
+# Why a path was not checked; the summary counts them, so that no file is skipped silently.
+EXCLUDED = "excluded"
+TOOL_DIRECTORY = "virtualenv or build directory"
+SYMLINKED_DIRECTORY = "symlinked directory"
+UNREADABLE_DIRECTORY = "unreadable directory"
+SPECIAL_FILE = "not a regular file"  # a FIFO or device named *.py: reading it could block forever
 
 
 class DiscoveryError(Exception):
@@ -29,6 +42,19 @@ class SourceFile:
     path: str  # absolute, as given (symlinks kept), OS separators
     display: str  # what findings show: relative to the cwd when under it, forward slashes
     relative: str  # relative to the project root (settings.root), forward slashes; for globs
+
+
+@dataclass(frozen=True)
+class Skipped:
+    display: str  # as SourceFile.display
+    reason: str  # one of the reasons above
+    directory: bool
+
+
+@dataclass
+class Discovery:
+    sources: list[SourceFile] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def display_path(path: str | os.PathLike, cwd: str | os.PathLike | None = None) -> str:
@@ -112,22 +138,46 @@ def is_skipped_dir(directory: Path) -> bool:
     name = directory.name
     if name in SKIPPED_DIR_NAMES or any(fnmatchcase(name, glob) for glob in SKIPPED_DIR_GLOBS):
         return True
-    return (directory / "pyvenv.cfg").is_file()
+    return os.path.isfile(directory / "pyvenv.cfg")  # os.path: False, not PermissionError, when unreadable
 
 
-def walk_python_files(directory: Path, root: str, exclude: tuple[str, ...]) -> Iterable[Path]:
-    for current, dirnames, filenames in os.walk(directory):
+def walk_python_files(directory: Path, root: str, exclude: tuple[str, ...], skip) -> Iterable[Path]:
+    """The Python files under `directory`; `skip(path, reason)` hears of every directory not entered."""
+
+    def unreadable(error: OSError) -> None:
+        skip(error.filename or directory, UNREADABLE_DIRECTORY)
+
+    for current, dirnames, filenames in os.walk(directory, onerror=unreadable):
         current_path = Path(current)
         kept = []
         for name in sorted(dirnames):
             child = current_path / name
-            if is_skipped_dir(child) or is_excluded(root_relative(str(child), root), exclude):
+            if name in NO_SOURCE_DIR_NAMES:
                 continue
-            kept.append(name)
+            if is_skipped_dir(child):
+                skip(child, TOOL_DIRECTORY)
+            elif is_excluded(root_relative(str(child), root), exclude):
+                skip(child, EXCLUDED)
+            elif os.path.islink(child):  # os.walk does not follow them: no loops, no file seen twice
+                skip(child, SYMLINKED_DIRECTORY)
+            else:
+                kept.append(name)
         dirnames[:] = kept
         for name in sorted(filenames):
-            if name.endswith(PYTHON_SUFFIXES):
+            if not name.endswith(PYTHON_SUFFIXES):
+                continue
+            if is_special_file(current_path / name):
+                skip(current_path / name, SPECIAL_FILE, False)
+            else:
                 yield current_path / name
+
+
+def is_special_file(path: Path) -> bool:
+    """Neither a regular file nor a broken symlink (which is reported as unreadable when read)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def discover(
@@ -136,28 +186,67 @@ def discover(
     exclude: tuple[str, ...] = (),
     cwd: str | None = None,
 ) -> list[SourceFile]:
-    """Expand files and directories to the Python files to check, sorted by display path.
+    """The Python files to check, sorted by display path (see `find_sources`)."""
+    return find_sources(paths, root, exclude, cwd).sources
 
-    Directories are walked, skipping VCS metadata, virtualenvs, caches and build outputs.
-    A file named explicitly is checked whatever its suffix (pre-commit passes extensionless
-    scripts with a python shebang), but the config's `exclude` applies to it too.
-    Raises DiscoveryError for a path that does not exist.
+
+def find_sources(
+    paths: Iterable[str],
+    root: str,
+    exclude: tuple[str, ...] = (),
+    cwd: str | None = None,
+) -> Discovery:
+    """Expand files and directories to the Python files to check, sorted by display path,
+    and the paths skipped on the way, with the reason.
+
+    Directories are walked, skipping VCS metadata, virtualenvs, caches and build outputs;
+    symlinked directories are not followed. A file named explicitly is checked whatever its
+    suffix (pre-commit passes extensionless scripts with a python shebang), but the config's
+    `exclude` applies to it too. Raises DiscoveryError for a path that does not exist.
     """
     base = os.path.abspath(cwd if cwd is not None else os.getcwd())
     found: dict[str, SourceFile] = {}
+    skipped: dict[str, Skipped] = {}
+
+    def skip(path: str | os.PathLike, reason: str, directory: bool = True) -> None:
+        shown = display_path(path, base)
+        skipped.setdefault(shown, Skipped(shown, reason, directory))
+
     for raw in paths:
         given = Path(base, raw)
-        if not given.exists():
-            raise DiscoveryError(f"path does not exist: {raw}")
+        check_exists(given, raw)
         given_abs = os.path.abspath(given)
         if is_excluded(root_relative(given_abs, root), exclude):
+            skip(given_abs, EXCLUDED, os.path.isdir(given))
             continue
-        candidates = [Path(given_abs)] if given.is_file() else walk_python_files(Path(given_abs), root, exclude)
+        candidates = walk_python_files(Path(given_abs), root, exclude, skip) if os.path.isdir(given) else [Path(given_abs)]
         for candidate in candidates:
             absolute = os.path.abspath(candidate)
             relative = root_relative(absolute, root)
             key = os.path.normcase(os.path.realpath(absolute))
-            if key in found or is_excluded(relative, exclude):
+            if key in found:
+                continue
+            if is_excluded(relative, exclude):
+                skip(absolute, EXCLUDED, False)
                 continue
             found[key] = SourceFile(path=absolute, display=display_path(absolute, base), relative=relative)
-    return sorted(found.values(), key=lambda source: source.display)
+    return Discovery(
+        sources=sorted(found.values(), key=lambda source: source.display),
+        skipped=sorted(skipped.values(), key=lambda entry: entry.display),
+    )
+
+
+def check_exists(given: Path, raw: str) -> None:
+    """Raise DiscoveryError, with the reason in words, for a path that cannot be checked."""
+    try:
+        os.stat(given)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise DiscoveryError(f"symbolic link loop: {raw}") from None
+        if os.path.islink(given):
+            raise DiscoveryError(f"broken symbolic link: {raw} (its target does not exist)") from None
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise DiscoveryError(f"path does not exist: {raw}") from None
+        raise DiscoveryError(f"cannot access {raw}: {error.strerror or error}") from None
+    if not (os.path.isdir(given) or os.path.isfile(given)):
+        raise DiscoveryError(f"not a regular file or directory: {raw}")

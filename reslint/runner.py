@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from reslint.discovery import SourceFile, discover, matches_glob, root_relative
+from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
@@ -46,6 +46,7 @@ class Report:
     files_checked: int = 0
     files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
     internal_errors: list[InternalError] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
 
     def count(self, severity: str) -> int:
         return sum(1 for finding in self.findings if finding.effective_severity == severity)
@@ -56,8 +57,10 @@ class Report:
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     """Check files and directories; raises DiscoveryError for a path that does not exist."""
-    sources = discover(paths, settings.root, settings.exclude)
-    return check_sources(sources, settings)
+    discovery = find_sources(paths, settings.root, settings.exclude)
+    report = check_sources(discovery.sources, settings)
+    report.skipped = discovery.skipped
+    return report
 
 
 def check_sources(sources: list[SourceFile], settings: Settings) -> Report:

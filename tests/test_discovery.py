@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reslint.discovery import DiscoveryError, discover, display_path, matches_glob
+from reslint.discovery import DiscoveryError, Skipped, discover, display_path, find_sources, matches_glob
 
 
 def touch(root: Path, *names: str) -> None:
@@ -28,6 +28,22 @@ def test_walks_python_files_sorted_and_skips_tool_directories(tmp_path):
         ".pytest_cache/x.py", ".reslint_cache/x.py",
     )
     assert displays(tmp_path) == ["a.py", "b.py", "pkg/sub/model.py", "stubs/types.pyi"]
+
+
+def test_every_skipped_path_is_reported_with_its_reason(tmp_path):
+    touch(tmp_path, "a.py", ".git/x.py", "__pycache__/x.py", ".venv/lib/x.py", "build/x.py", "gen/x.py",
+          "src/old_pb2.py", "real/x.py")
+    (tmp_path / "src" / "alias").symlink_to(tmp_path / "real")
+    found = find_sources(["."], str(tmp_path), ("gen", "*_pb2.py"), cwd=str(tmp_path))
+    assert [source.display for source in found.sources] == ["a.py", "real/x.py"]
+    # VCS metadata and caches hold no source: not worth a word
+    assert found.skipped == [
+        Skipped(".venv", "virtualenv or build directory", True),
+        Skipped("build", "virtualenv or build directory", True),
+        Skipped("gen", "excluded", True),
+        Skipped("src/alias", "symlinked directory", True),
+        Skipped("src/old_pb2.py", "excluded", False),
+    ]
 
 
 def test_skips_any_virtualenv_by_its_pyvenv_cfg(tmp_path):

@@ -115,7 +115,7 @@ def test_json_document_shape():
     assert document["models"] == [model.to_dict() for model in MODELS]
     assert document["summary"] == {
         "files": 3, "files_skipped": 0, "findings": 5, "errors": 2, "warnings": 1, "infos": 2,
-        "by_code": {"RL001": 1, "RL101": 2, "RL102": 1, "RL201": 1},
+        "by_code": {"RL001": 1, "RL101": 2, "RL102": 1, "RL201": 1}, "skipped": {},
     }
 
 

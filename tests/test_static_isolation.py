@@ -195,3 +195,121 @@ def test_full_check_without_torch_exits_2_and_points_to_static(without_torch: Sa
     assert result.stdout == "", details
     # Failing for want of torch must not run the model either.
     assert not without_torch.model_marker.exists(), details
+
+
+# ----- whatever the files contain -------------------------------------------------------------
+
+# Each file leaves a marker named after itself when it runs, then does something a checker that
+# ran it could not survive or would show: exit, kill itself, import torch, print to stdout.
+HOSTILE_FILES = {
+    "exits.py": "import sys\nsys.exit(3)\n",
+    "os_exit.py": "import os\nos._exit(4)\n",
+    "kills_itself.py": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "imports_torch.py": "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n",
+    "prints.py": "print('{{\"findings\": \"forged\"}}')\n",
+    "main_guard.py": "if __name__ == '__main__':\n    open({marker!r} + '.main', 'w').close()\n",
+    "conftest.py": "import pytest\n",
+    "setup.py": "from setuptools import setup\nsetup(name='x')\n",
+    "__main__.py": "raise SystemExit('ran as a program')\n",
+    "pkg/__init__.py": "from .layers import *\n",
+    "pkg/layers.py": "raise ImportError('a package that must not be imported')\n",
+    "pkg/__main__.py": "import pkg\n",
+    # With `python -m`, the working directory comes first on sys.path: these would shadow the
+    # real modules. The `reslint` command keeps the checked directory off sys.path.
+    "click.py": "raise ImportError('shadowed click')\n",
+    "libcst.py": "raise ImportError('shadowed libcst')\n",
+    "json.py": "raise ImportError('shadowed json')\n",
+}
+
+# Records, from inside every reslint process, what a checker must not do in static mode: run code
+# compiled from a file of the sandbox (imports run it through `exec`), import torch, or start a
+# process on a file of the sandbox. Imported at start-up from the fake site directory.
+AUDIT_HOOK = '''\
+import os
+import sys
+
+_LOG = os.environ.get("RESLINT_AUDIT_LOG")
+_SANDBOX = os.environ.get("RESLINT_AUDIT_SANDBOX", "\\0")
+
+
+def _record(line):
+    with open(_LOG, "a") as log:
+        log.write(line + "\\n")
+
+
+def _hook(event, args):
+    if event == "exec":
+        filename = getattr(args[0], "co_filename", "") or "<unknown>"
+        filename = filename if filename.startswith("<") else os.path.abspath(filename)
+        if filename.startswith(_SANDBOX) and "fake_site" not in filename:
+            _record("exec " + filename)
+    elif event == "import" and (args[0] == "torch" or args[0].startswith("torch.")):
+        _record("import " + args[0])
+    elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn") and _SANDBOX in repr(args):
+        _record(event + " " + repr(args)[:200])
+
+
+if _LOG:
+    sys.addaudithook(_hook)
+'''
+
+
+class HostileSandbox(Sandbox):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, IMPORTABLE_TORCH)
+        self.audit_log = root / "audit.log"
+        (self.site / "sitecustomize.py").write_text(AUDIT_HOOK)
+        self.project = root / "project"
+        for name, source in HOSTILE_FILES.items():
+            path = self.project / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            marker = str(self.root / f"ran-{name.replace('/', '-')}")
+            path.write_text(f"open({marker!r}, 'w').close()\n" + source.format(marker=marker))
+        (self.project / "model.py").write_text(self.model.read_text())
+        self.python_files = sorted(path.relative_to(self.project).as_posix() for path in self.project.rglob("*.py"))
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["RESLINT_AUDIT_LOG"] = str(self.audit_log)
+        env["RESLINT_AUDIT_SANDBOX"] = str(self.root)
+        return env
+
+    def run_in_project(self, command: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, cwd=self.project, env=self.env(), capture_output=True, text=True,
+                              timeout=TIMEOUT, check=False)
+
+    def evidence(self) -> list[str]:
+        markers = sorted(path.name for path in self.root.glob("*-was-imported")) + sorted(
+            path.name for path in self.root.glob("ran-*"))
+        audit = self.audit_log.read_text().splitlines() if self.audit_log.exists() else []
+        return markers + audit
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> HostileSandbox:
+    return HostileSandbox(tmp_path)
+
+
+def test_the_audit_hook_sees_an_import_of_a_checked_file_and_of_torch(hostile: HostileSandbox) -> None:
+    # The guard for the test below: the same environment does record running user code.
+    # The fake torch has no torch.nn, so the import fails there: after both were run and recorded.
+    hostile.run_in_project([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); import model"])
+    evidence = hostile.evidence()
+    assert "model-was-imported" in evidence
+    assert "torch-was-imported" in evidence
+    assert f"exec {hostile.project / 'model.py'}" in evidence
+    assert "import torch" in evidence
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_static_check_runs_nothing_whatever_the_files_contain(hostile: HostileSandbox, jobs: str) -> None:
+    reslint = str(Path(sys.executable).with_name("reslint"))
+    result = hostile.run_in_project(
+        [reslint, "check", "--static", "--no-cache", "--jobs", jobs, "--output-format", "json", "."])
+    details = f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert hostile.evidence() == [], details
+    assert result.returncode == 1, details
+    report = json.loads(result.stdout)  # nothing printed by a checked file got into the report
+    assert report["summary"]["files"] == len(hostile.python_files), details
+    assert [(f["path"], f["code"]) for f in report["findings"]] == [("model.py", "RL103")], details
+    assert result.stderr == "", details

@@ -16,6 +16,11 @@ def counts_by_code(findings: list[Finding]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
+def skipped_counts(skipped) -> dict[str, int]:
+    """{reason: count} of the paths discovery skipped, by reason."""
+    return dict(sorted(Counter(entry.reason for entry in skipped).items()))
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 

@@ -7,7 +7,7 @@ from typing import TextIO
 
 import reslint
 from reslint.catalog import RULES
-from reslint.reporters.common import counts_by_code
+from reslint.reporters.common import counts_by_code, skipped_counts
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -25,6 +25,7 @@ def report_document(report: Report) -> dict:
             "warnings": report.count("warning"),
             "infos": report.count("info"),
             "by_code": {code: count for code, count in sorted(counts_by_code(report.findings))},
+            "skipped": skipped_counts(report.skipped),
         },
     }
 

@@ -8,7 +8,7 @@ from typing import TextIO
 from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, placement_label, stack_summary_line
 from reslint.prefilter import SKIP_REASON
-from reslint.reporters.common import counts_by_code, plural
+from reslint.reporters.common import counts_by_code, plural, skipped_counts
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -44,6 +44,7 @@ def render_text(report: Report, settings: Settings, stream: TextIO) -> None:
         lines.extend("  " + line for line in models)
     if lines:
         lines.append("")
+    lines.extend(skipped_lines(report, settings.verbose))
     lines.append(summary_line(report, paint))
     stream.write("\n".join(lines) + "\n")
 
@@ -75,6 +76,18 @@ def model_lines(models: list[ModelSummary]) -> list[str]:
             lines.extend(f"    note: {note}" for note in model.notes)
             if model.warmup:
                 lines.append(f"    warmup: {model.warmup}")
+    return lines
+
+
+def skipped_lines(report: Report, verbose: bool) -> list[str]:
+    """What discovery did not check and why: no file is skipped silently."""
+    if not report.skipped:
+        return []
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in skipped_counts(report.skipped).items())
+    hint = "" if verbose else "; --verbose lists them"
+    lines = [f"Skipped {plural(len(report.skipped), 'path')} ({reasons}{hint})."]
+    if verbose:
+        lines.extend(f"  {entry.display}{'/' if entry.directory else ''}: {entry.reason}" for entry in report.skipped)
     return lines
 
 

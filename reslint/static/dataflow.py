@@ -729,6 +729,8 @@ class Evaluator:
         if not any(isinstance(v, Node) for v in values):
             return SHAPE if any(isinstance(v, Shape) for v in values) else UNKNOWN_VALUE
         inputs = [self.operand(value, term, scope) for value, term in operands]
+        if operator != "add":  # only residual adds show their terms; rendering each level of a chain is quadratic
+            return self.new(operator, inputs, where, scope)
         texts = [self.code(term) for _, term in operands]
         return self.new(operator, inputs, where, scope, terms=texts)
 
