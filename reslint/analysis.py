@@ -100,13 +100,20 @@ def cpython_parse(text: str):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not a linter finding
             return ast.parse(text)
-    except SyntaxError as error:
-        return error
-    except ValueError as error:  # "source code string cannot contain null bytes" before Python 3.12
-        line = text.count("\n", 0, max(text.find("\0"), 0)) + 1
-        return SyntaxError(str(error), ("<unknown>", line, 1, None))
+    except (SyntaxError, ValueError) as error:  # ValueError: null bytes, before Python 3.11.4
+        if isinstance(error, SyntaxError) and error.lineno is not None:
+            return error
+        return SyntaxError(error.msg if isinstance(error, SyntaxError) else str(error), ("<unknown>", *null_byte(text), None))
     except (RecursionError, MemoryError) as error:
         return SyntaxError(f"too deeply nested for CPython's parser ({type(error).__name__})", ("<unknown>", 1, 1, None))
+
+
+def null_byte(text: str) -> tuple[int, int]:
+    """Line and column (1-based) of the first null byte, else of the start."""
+    where = text.find("\0")
+    if where < 0:
+        return 1, 1
+    return text.count("\n", 0, where) + 1, where - text.rfind("\n", 0, where)
 
 
 def syntax_finding(path: str, error: SyntaxError) -> Finding:
@@ -114,22 +121,24 @@ def syntax_finding(path: str, error: SyntaxError) -> Finding:
 
 
 def nesting(tree) -> tuple[int, int, int]:
-    """The depth of the deepest node of an AST, with its line and column (1-based)."""
+    """The depth of the deepest node of an AST, with the line and column (1-based) of it or its nearest located ancestor."""
     import ast
 
-    deepest, line, column = 0, 1, 1
-    stack = [(tree, 1)]
+    deepest, where = 0, (1, 1)
+    stack = [(tree, 1, (1, 1))]
     while stack:
-        node, depth = stack.pop()
+        node, depth, position = stack.pop()
+        if hasattr(node, "lineno"):
+            position = (node.lineno, node.col_offset + 1)
         if depth > deepest:
-            deepest = depth
-            line, column = getattr(node, "lineno", line), getattr(node, "col_offset", column - 1) + 1
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest, line, column
+            deepest, where = depth, position
+        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+    return deepest, *where
 
 
-def longest_statement(text: str) -> int:
-    """The most tokens in one logical line (0 when the text cannot even be tokenized)."""
+def longest_statement(text: str) -> float:
+    """The most tokens in one logical line; infinite when the text cannot be tokenized to the end
+    (what follows the error is unknown, so libcst must not be given it)."""
     import io
     import tokenize
 
@@ -140,7 +149,7 @@ def longest_statement(text: str) -> int:
             if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
                 longest, count = max(longest, count), 0
     except (tokenize.TokenError, SyntaxError):
-        pass
+        return float("inf")
     return max(longest, count)
 
 

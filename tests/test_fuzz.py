@@ -46,7 +46,7 @@ ENCODINGS = ("utf-8", "utf-8-sig", "latin-1", "cp1252", "utf-16", "utf-16-le", "
              "rot13", "no-such-codec", "")
 # What a line may nest: (opening, closing) around an innermost `x`. CPython allows 200 brackets.
 NESTINGS = (("(", ")"), ("[", "]"), ("{1: ", "}"), ("f(", ")"), ("-", ""), ("not ", ""), ("lambda: ", ""),
-            ("", ".a"), ("", "[0]"), ("", " + x"), ("", " ** x"), ("x if x else ", ""))
+            ("", ".a"), ("", "[0]"), ("", " + x"), ("", " ** x"), ("", " ** 9"), ("x if x else ", ""))
 
 
 # ----- source mutations ----------------------------------------------------------------------
@@ -122,6 +122,7 @@ def huge_line(draw, data: bytes) -> bytes:
         b"# " + b"\xc3\xa9" * (size // 2) + b"\n",
         b"x = " + b"1 + " * min(size // 4, 20_000) + b"1\n",
         b"y" * size + b"\n",
+        b"N = " + b"9" * size + b"\nM = 0x" + b"f" * size + b"\n",
     ]))
     lines = data.split(b"\n")
     where = draw(st.integers(0, len(lines)))
