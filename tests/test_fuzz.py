@@ -14,7 +14,9 @@ RESLINT_FUZZ_EXAMPLES=5000 (random examples, that many per test).
 from __future__ import annotations
 
 import ast
+import atexit
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -41,6 +43,7 @@ FUZZ = settings(
 STATIC = Settings(static=True, cache=False, jobs=1)
 SEEDS = [path.read_bytes() for path in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py"))]
 WORKDIR = Path(tempfile.mkdtemp(prefix="reslint-fuzz-"))
+atexit.register(shutil.rmtree, WORKDIR, ignore_errors=True)
 
 ENCODINGS = ("utf-8", "utf-8-sig", "latin-1", "cp1252", "utf-16", "utf-16-le", "utf-32", "euc-jp", "koi8-r", "ascii",
              "rot13", "no-such-codec", "")
