@@ -14,7 +14,9 @@ RESLINT_FUZZ_EXAMPLES=5000 (random examples, that many per test).
 from __future__ import annotations
 
 import ast
+import atexit
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -41,12 +43,13 @@ FUZZ = settings(
 STATIC = Settings(static=True, cache=False, jobs=1)
 SEEDS = [path.read_bytes() for path in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py"))]
 WORKDIR = Path(tempfile.mkdtemp(prefix="reslint-fuzz-"))
+atexit.register(shutil.rmtree, WORKDIR, ignore_errors=True)
 
 ENCODINGS = ("utf-8", "utf-8-sig", "latin-1", "cp1252", "utf-16", "utf-16-le", "utf-32", "euc-jp", "koi8-r", "ascii",
              "rot13", "no-such-codec", "")
 # What a line may nest: (opening, closing) around an innermost `x`. CPython allows 200 brackets.
 NESTINGS = (("(", ")"), ("[", "]"), ("{1: ", "}"), ("f(", ")"), ("-", ""), ("not ", ""), ("lambda: ", ""),
-            ("", ".a"), ("", "[0]"), ("", " + x"), ("", " ** x"), ("x if x else ", ""))
+            ("", ".a"), ("", "[0]"), ("", " + x"), ("", " ** x"), ("", " ** 9"), ("x if x else ", ""))
 
 
 # ----- source mutations ----------------------------------------------------------------------
@@ -122,6 +125,7 @@ def huge_line(draw, data: bytes) -> bytes:
         b"# " + b"\xc3\xa9" * (size // 2) + b"\n",
         b"x = " + b"1 + " * min(size // 4, 20_000) + b"1\n",
         b"y" * size + b"\n",
+        b"N = " + b"9" * size + b"\nM = 0x" + b"f" * size + b"\n",
     ]))
     lines = data.split(b"\n")
     where = draw(st.integers(0, len(lines)))

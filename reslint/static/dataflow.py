@@ -15,7 +15,8 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
-from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr
+from reslint.static.index import (UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr, literal_number, small_power,
+                                  string_value)
 
 MAX_INLINE_DEPTH = 12
 
@@ -538,13 +539,15 @@ class Evaluator:
         return UNKNOWN_VALUE
 
     def eval_Integer(self, expr, scope):
-        return Const(int(expr.value.replace("_", ""), 0))
+        value = literal_number(expr)
+        return UNKNOWN_VALUE if value is UNKNOWN else Const(value)
 
     def eval_Float(self, expr, scope):
-        return Const(float(expr.value.replace("_", "")))
+        return self.eval_Integer(expr, scope)
 
     def eval_SimpleString(self, expr, scope):
-        return Const(expr.evaluated_value)
+        value = string_value(expr)
+        return UNKNOWN_VALUE if value is None else Const(value)
 
     def eval_ConcatenatedString(self, expr, scope):
         return Const("")
@@ -738,10 +741,12 @@ class Evaluator:
         try:
             result = numbers[0]
             for number in numbers[1:]:
+                if operator == "pow" and not small_power(result, number):
+                    return UNKNOWN_VALUE
                 result = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
                           "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}[operator](result, number)
             return Const(result)
-        except (KeyError, ZeroDivisionError, OverflowError, TypeError):
+        except (KeyError, ZeroDivisionError, OverflowError, TypeError, ValueError):
             return UNKNOWN_VALUE
 
     # ----- calls ---------------------------------------------------------------------------

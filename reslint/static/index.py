@@ -6,6 +6,7 @@ argument expressions, and literal values are folded only where the source spells
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -312,7 +313,7 @@ class FileIndex:
                     if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
                         spec = self.spec_from_expr(info, element.value, local_specs)
                         if spec is not None:
-                            named[element.key.evaluated_value] = spec
+                            named[string_value(element.key)] = spec
             return ModuleSpec("container", member, call, info, tuple(call.args), named=named)
         elements: list[ModuleSpec] = []
         repeated = False
@@ -380,10 +381,8 @@ class FileIndex:
         """Evaluate a literal-ish expression (ints, floats, bools, names with literal defaults)."""
         if expr is None or depth > 8:
             return UNKNOWN
-        if isinstance(expr, cst.Integer):
-            return int(expr.value.replace("_", ""), 0)
-        if isinstance(expr, cst.Float):
-            return float(expr.value.replace("_", ""))
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return literal_number(expr)
         if isinstance(expr, cst.Name):
             if expr.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.value]
@@ -401,6 +400,8 @@ class FileIndex:
             if not isinstance(left, (int, float)) or not isinstance(right, (int, float)):
                 return UNKNOWN
             operator = type(expr.operator)
+            if operator is cst.Power and not small_power(left, right):
+                return UNKNOWN
             try:
                 return {
                     cst.Add: lambda: left + right, cst.Subtract: lambda: left - right,
@@ -458,3 +459,29 @@ def name_spec(spec: ModuleSpec, attr: str) -> None:
 
 def spec_identity(spec: ModuleSpec) -> tuple:
     return (spec.kind, spec.name)
+
+
+def string_value(expr: cst.SimpleString):
+    """The value of a string literal; None for one CPython would reject (libcst parses `"\\N{nonsense}"`)."""
+    try:
+        return expr.evaluated_value
+    except (SyntaxError, ValueError):
+        return None
+
+
+def literal_number(expr: cst.Integer | cst.Float):
+    """The value of a number literal; UNKNOWN past int's digit limit for str conversion (4300 digits)."""
+    try:
+        if isinstance(expr, cst.Integer):
+            return int(expr.value.replace("_", ""), 0)
+        return float(expr.value.replace("_", ""))
+    except ValueError:
+        return UNKNOWN
+
+
+def small_power(base, exponent) -> bool:
+    """Whether `base ** exponent` stays a number a shape could hold; `2 ** 2 ** 2 ** 2 ** 2 ** 2` does not
+    (computing it would never finish), nor a float power that overflows."""
+    if isinstance(base, bool) or isinstance(exponent, bool) or abs(base) <= 1 or exponent <= 0:
+        return True
+    return exponent * math.log2(abs(base)) <= 256

@@ -8,6 +8,7 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Graph, Node, ancestors, data_inputs, reaches, strip_passthrough
+from reslint.static.index import UNKNOWN, literal_number
 from reslint.static.norms import is_layer_norm, norm_input
 
 PROJECTION_NAMES = ("shortcut", "downsample", "proj", "skip", "residual", "res_conv", "identity")
@@ -173,13 +174,15 @@ def _width_from_expr(expr: cst.BaseExpression | None, scope: str, module: cst.Mo
         return None
     text = module.code_for_node(expr).strip()
     if isinstance(expr, cst.Integer):
-        return Width("", "", int(expr.value.replace("_", ""), 0), text)
+        value = literal_number(expr)
+        return None if value is UNKNOWN else Width("", "", value, text)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)) \
             and isinstance(expr.right, cst.Integer):
         inner = _width_from_expr(expr.left, scope, module)
-        if inner is None:
+        delta = literal_number(expr.right)
+        if inner is None or delta is UNKNOWN:
             return None
-        delta = int(expr.right.value, 0) * (1 if isinstance(expr.operator, cst.Add) else -1)
+        delta *= 1 if isinstance(expr.operator, cst.Add) else -1
         return Width(inner.scope, inner.base, inner.offset + delta, text)
     base = "".join(text.split()).replace("self.", "")
     return Width(scope, base, 0, text)
