@@ -10,6 +10,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from reslint.errors import ReslintError
+
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 SKIPPED_DIR_NAMES = frozenset({
@@ -20,7 +22,7 @@ SKIPPED_DIR_NAMES = frozenset({
 SKIPPED_DIR_GLOBS = ("*.egg-info",)
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(ReslintError):
     """A path given on the command line does not exist (a usage error)."""
 
 
