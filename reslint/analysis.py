@@ -342,10 +342,18 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:
     """Import the file, trace its models and run the rules on the graphs (in the isolated child)."""
-    from reslint.rules import run_rules
     from reslint.trace.engine import trace_file
 
-    traced = trace_file(path, data, settings, source_path=source_path)
+    return check_captures(trace_file(path, data, settings, source_path=source_path), path, settings)
+
+
+def check_captures(traced, path: str, settings: Settings, static_fallback: bool = True) -> TracedFile:
+    """Run the rules on the graphs of a `TraceResult`: findings and summaries named after the trace engine.
+
+    `static_fallback`: a graph that cannot be read is an RL903 saying the static facts stand for it.
+    """
+    from reslint.rules import run_rules
+
     try:
         from reslint.trace.graph_facts import facts_from_capture
     except ImportError:
@@ -362,7 +370,7 @@ def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str
             from reslint.trace.loader import one_line
 
             reason = f"reading the {capture.method} graph failed: {one_line(error)}"
-            outcome.findings.append(Finding("RL903", f"{reason}; static facts were used", path,
+            outcome.findings.append(Finding("RL903", reason + ("; static facts were used" if static_fallback else ""), path,
                                             capture.class_line, 1, symbol=capture.model_name, engine="trace"))
             outcome.static_only[capture.model_name] = reason
             continue

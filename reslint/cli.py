@@ -16,19 +16,21 @@ from typing import NoReturn
 import click
 
 import reslint
+from reslint import api
+from reslint.api import TORCH_MISSING  # noqa: F401 - part of the CLI module's interface (tests import it)
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import ConfigError, Overrides, load_settings, split_codes
-from reslint.discovery import DiscoveryError, display_path, find_sources
+from reslint.discovery import display_path
+from reslint.errors import ReslintError
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
-from reslint.reporters import FORMATS, render
-from reslint.runner import InternalError, check_sources
+from reslint.reporters import FORMATS
+from reslint.runner import InternalError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # click >= 8.2 raises this for a bare `reslint`: show the help and say what is missing.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
-TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
 
 
 class UsageFailure(Exception):
@@ -78,50 +80,33 @@ def check(
     output_format = output_format.lower()
     if statistics and output_format not in ("text", "json"):
         raise UsageFailure("--statistics works with --output-format text or json")
-    overrides = Overrides(
-        select=joined_codes(select),
-        ignore=joined_codes(ignore),
-        fail_on=fail_on,
-        static=static,
-        jobs=jobs,
-        cache=not no_cache,
-        verbose=verbose,
-        statistics=statistics,
-        models=models or None,
-        inputs=inputs,
-        timeout=timeout,
-    )
-    for spec in models:
-        check_model_spec(spec)
     try:
-        settings = load_settings(os.getcwd(), config_file, overrides)
-        discovery = find_sources(paths or (".",), settings.root, settings.exclude)
-    except (ConfigError, DiscoveryError) as error:
+        report = api.check(
+            paths or (".",),
+            static=static,
+            select=joined_codes(select),
+            ignore=joined_codes(ignore),
+            config=config_file,
+            fail_on=fail_on,
+            models=models or None,
+            inputs=inputs,
+            timeout=timeout,
+            jobs=jobs,
+            cache=not no_cache,
+            verbose=verbose,
+        )
+    except ReslintError as error:
         raise UsageFailure(str(error)) from None
-    if not static:
-        require_torch()
-    if not discovery.sources:
+    if not report.files_checked:
         click.echo("reslint: warning: no Python files to check", err=True)
-    report = check_sources(discovery.sources, settings)
-    report.skipped = discovery.skipped
-    render(report, output_format, settings, sys.stdout)
+    report.write(sys.stdout, output_format, statistics=statistics)
     sys.stdout.flush()
     if report.internal_errors:
         report_internal_errors(report.internal_errors, verbose)
         return EXIT_ERROR
-    if report.fails(settings.fail_on) and not exit_zero:
+    if report.fails() and not exit_zero:
         return EXIT_FINDINGS
     return EXIT_OK
-
-
-def check_model_spec(spec: str) -> None:
-    from reslint.trace.models import split_factory
-
-    target, expr = split_factory(spec)
-    if not target or not expr:
-        raise UsageFailure(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
-    if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
-        raise UsageFailure(f"--model {spec!r}: file not found: {target}")
 
 
 def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -131,16 +116,10 @@ def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 
 
 def require_torch() -> None:
-    # The trace engine needs torch in this process; fail before any work, with one clear line.
-    import warnings
-
     try:
-        with warnings.catch_warnings():
-            # torch warns at import about optional companions (NumPy); a linter's output is not the place.
-            warnings.simplefilter("ignore")
-            import torch  # noqa: F401
-    except Exception:  # noqa: BLE001 - a broken torch install raises more than ImportError
-        raise UsageFailure(TORCH_MISSING) from None
+        api.require_torch()
+    except ReslintError as error:
+        raise UsageFailure(str(error)) from None
 
 
 def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:

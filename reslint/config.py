@@ -17,6 +17,7 @@ from typing import Any
 
 from reslint.catalog import SEVERITIES, expand_codes
 from reslint.discovery import display_path
+from reslint.errors import ReslintError
 from reslint.settings import ModelFactory, Settings
 
 if sys.version_info >= (3, 11):
@@ -35,7 +36,7 @@ KNOWN_KEYS = (
 PROBE_FACTORS = ("vanishing-gradient-factor", "exploding-gradient-factor", "activation-growth-factor")
 
 
-class ConfigError(Exception):
+class ConfigError(ReslintError):
     """A config file that cannot be used; the message is one line naming the file and the key."""
 
 

@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from reslint.errors import ReslintError
+
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 SKIPPED_DIR_NAMES = frozenset({
@@ -33,7 +35,7 @@ UNREADABLE_DIRECTORY = "unreadable directory"
 SPECIAL_FILE = "not a regular file"  # a FIFO or device named *.py: reading it could block forever
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(ReslintError):
     """A path given on the command line does not exist (a usage error)."""
 
 

@@ -8,7 +8,7 @@ import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
 from reslint.findings import FileResult, Finding, ModelSummary
@@ -41,18 +41,61 @@ class FileOutcome:
 
 @dataclass
 class Report:
+    """The result of `reslint check`, `reslint.check()` or `reslint.check_model()`.
+
+    `findings` (sorted by path, line, column, code) are `Finding` dataclasses whose `to_dict()` has
+    DESIGN.md's JSON keys; `models` are the per-model summaries (stacks, depth, norm placement,
+    final norm, engine); `internal_errors` are files reslint itself failed on. `settings` are the
+    resolved settings the check ran with (the config's `fail-on` is `settings.fail_on`).
+    """
+
     findings: list[Finding] = field(default_factory=list)
     models: list[ModelSummary] = field(default_factory=list)
     files_checked: int = 0
     files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
     internal_errors: list[InternalError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
+    settings: Settings = field(default_factory=Settings, repr=False, compare=False)
 
     def count(self, severity: str) -> int:
+        """How many findings have this effective severity ("info", "warning" or "error")."""
         return sum(1 for finding in self.findings if finding.effective_severity == severity)
 
-    def fails(self, fail_on: str) -> bool:
-        return any(finding.at_least(fail_on) for finding in self.findings)
+    def fails(self, fail_on: str | None = None) -> bool:
+        """Whether a finding is at or above `fail_on` (default: the settings', "warning" unless configured)."""
+        threshold = (fail_on or self.settings.fail_on).lower()
+        return any(finding.at_least(threshold) for finding in self.findings)
+
+    def exit_code(self, fail_on: str | None = None) -> int:
+        """What `reslint check` exits with: 2 if reslint failed on a file, 1 if `fails(fail_on)`, else 0."""
+        if self.internal_errors:
+            return 2
+        return 1 if self.fails(fail_on) else 0
+
+    def write(self, stream: TextIO, output_format: str = "text", *, statistics: bool | None = None) -> None:
+        """Write the report as `reslint check --output-format` does: "text" (colored on a terminal
+        unless NO_COLOR is set), "json", "sarif" or "github"; `statistics`: counts per code (text, json)."""
+        from reslint.errors import UsageError
+        from reslint.reporters import FORMATS, render
+
+        if output_format.lower() not in FORMATS:
+            raise UsageError(f"unknown output format {output_format!r} (expected one of {', '.join(FORMATS)})")
+        settings = self.settings if statistics is None else dataclasses.replace(self.settings, statistics=statistics)
+        render(self, output_format.lower(), settings, stream)
+
+    def render(self, output_format: str = "text", *, statistics: bool | None = None) -> str:
+        """The report in one output format as a string (text without color); see `write`."""
+        import io
+
+        buffer = io.StringIO()
+        self.write(buffer, output_format, statistics=statistics)
+        return buffer.getvalue()
+
+    def to_dict(self) -> dict:
+        """The JSON document of `--output-format json`: version, findings, models, summary."""
+        from reslint.reporters.json import report_document
+
+        return report_document(self)
 
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:

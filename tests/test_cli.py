@@ -11,7 +11,7 @@ from cli_support import (
     BATCHNORM, BATCHNORM_LINE, CLEAN, POST_LN, POST_LN_LINE, REPO_ROOT, SYNTAX_ERROR, codes, run_module,
     run_reslint, write,
 )
-from reslint import cli
+from reslint import api, cli
 from reslint.catalog import RULES
 from reslint.cli import TORCH_MISSING
 
@@ -317,7 +317,7 @@ def test_unexpected_exception_outside_files_is_one_line(project, monkeypatch, ca
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(cli, "check_sources", broken)
+    monkeypatch.setattr(api, "check_sources", broken)  # `reslint check` runs reslint.api.check
     monkeypatch.chdir(project)
     assert cli.run(["check", "--static"]) == 2
     assert one_error_line(capsys.readouterr().err) == "reslint: error: internal error: KeyError: 'boom'"

@@ -24,11 +24,12 @@ import inspect
 import math
 from typing import Any, Callable
 
+from reslint.errors import ReslintError
 from reslint.probing.report import BlockStats, ParameterStats, ProbeReport, StackStats
 from reslint.probing.verdicts import Thresholds
 
 
-class ProbeError(Exception):
+class ProbeError(ReslintError):
     """The probe could not measure the model (one-line reason)."""
 
 
@@ -85,19 +86,11 @@ def input_maker(inputs: Any, model: Any, device: Any, dtype: Any) -> tuple[Calla
     from reslint.trace.inputs import (
         InputError,
         Inputs,
+        as_inputs,
         from_specs,
         infer_inputs,
         parse_shape_spec,
     )
-
-    def shaped(value: Any) -> Inputs:
-        if isinstance(value, Inputs):
-            return value
-        if isinstance(value, tuple):
-            return Inputs(value, {})
-        if isinstance(value, dict):
-            return Inputs((), value)
-        return Inputs((value,), {})
 
     def placed(value: Inputs) -> Inputs:
         return Inputs(to_device(value.args, device, dtype), to_device(value.kwargs, device, dtype), value.description)
@@ -116,9 +109,9 @@ def input_maker(inputs: Any, model: Any, device: Any, dtype: Any) -> tuple[Calla
         return (lambda step: placed(fixed)), fixed.description
     if callable(inputs) and not hasattr(inputs, "shape"):
         takes_step = accepts_argument(inputs)
-        return (lambda step: placed(shaped(inputs(step) if takes_step else inputs()))), getattr(inputs, "__name__", "")
-    fixed = shaped(inputs)
-    return (lambda step: placed(fixed)), describe_value(fixed)
+        return (lambda step: placed(as_inputs(inputs(step) if takes_step else inputs()))), getattr(inputs, "__name__", "")
+    fixed = as_inputs(inputs)
+    return (lambda step: placed(fixed)), fixed.description
 
 
 def accepts_argument(function: Callable) -> bool:
@@ -143,23 +136,6 @@ def to_device(value: Any, device: Any, dtype: Any) -> Any:
     if isinstance(value, dict):
         return {key: to_device(item, device, dtype) for key, item in value.items()}
     return value
-
-
-def describe_value(inputs: Any) -> str:
-    import torch
-
-    from reslint.trace.inputs import DTYPES
-
-    names = {value: key for key, value in DTYPES.items() if key in ("long", "int", "float", "half", "double", "bfloat16", "bool")}
-
-    def one(value: Any) -> str:
-        if isinstance(value, torch.Tensor):
-            dtype = str(value.dtype).removeprefix("torch.")
-            return f"{names.get(dtype, dtype)}[{','.join(map(str, value.shape))}]"
-        return type(value).__name__
-
-    parts = [one(value) for value in inputs.args] + [f"{key}={one(value)}" for key, value in inputs.kwargs.items()]
-    return "; ".join(parts)
 
 
 def measure_model(call: Any, model: Any, make_inputs: Callable[[int], Any], *, loss: Any, device: Any, steps: int,

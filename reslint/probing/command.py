@@ -197,8 +197,8 @@ def inputs_for(text: str | None, spec: Any, module: Any, model: Any, device: Any
     text = text or spec.inputs
     if text is None or parse_shape_spec(text) is not None:
         return input_maker(text, model, device, dtype)
-    from reslint.probing.api import describe_value, to_device
-    from reslint.trace.inputs import from_text
+    from reslint.probing.api import to_device
+    from reslint.trace.inputs import describe_value, from_text
 
     namespace = evaluation_namespace(module)
 

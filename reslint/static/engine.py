@@ -280,7 +280,7 @@ class StaticExtractor:
     def _model_facts(self, info: ClassInfo) -> ModelFacts:
         classes = self._closure(info)
         markers = []
-        for name in classes:
+        for name in sorted(classes):  # a set: sorted, so that the message is the same in every run
             owner = self.index.classes[name]
             for spec in owner.submodules.values():
                 for inner in iter_specs(spec):

@@ -65,8 +65,10 @@ class Failure:
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """torch's export logs warnings and reports to stderr; a linter's output is not the place."""
+    # torch.__trace: TORCH_TRACE's structured log, which pytest's log capture shows under a failing test.
     loggers = [logging.getLogger(name) for name in ("torch", "torch.export", "torch._export", "torch.fx",
-                                                     "torch.fx.experimental.symbolic_shapes", "torch._dynamo")]
+                                                     "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
+                                                     "torch.__trace")]
     levels = [logger.level for logger in loggers]
     try:
         for logger in loggers:

@@ -14,7 +14,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,8 +185,7 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
 
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
               result: TraceResult) -> None:
-    from reslint.trace.capture import capture_model, failure_location
-    from reslint.trace.inputs import InputError, from_text, infer_inputs
+    from reslint.trace.inputs import from_text, infer_inputs
     from reslint.trace.models import evaluation_namespace, parameter_count
 
     spec, model = item.spec, item.model
@@ -209,41 +208,64 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, dead
     from reslint.isolation import report_stage
 
     report_stage(f"tracing {spec.name}", spec.line, spec.name)
+    small = parameter_count(model) <= _max_cpu_parameters()
+    capture_one(model, lambda: make_inputs(model, item.device), name=spec.name, line=spec.line, path=path, real=real,
+                result=result, cpu_variant=cpu_variant if small else None, notes=item.notes,
+                deadline=deadline, timeout=timeout)
+
+
+def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: int, path: str, real: str,
+                result: TraceResult, cpu_variant: Callable[[], tuple] | None = None, notes: Sequence[str] = (),
+                deadline: float | None = None, timeout: float | None = None, static_fallback: bool = True,
+                inputs_hint: str = "--inputs") -> None:
+    """Capture one built model into `result.captures`, or record why it could not be: an RL902 at the
+    user's line when their forward raised, else an RL903 at the class (`line`).
+
+    `path` is the display path, `real` the file whose frames count as the user's. With `deadline`
+    (a `time.monotonic()` value; main thread only) making the inputs and capturing are limited to it.
+    `static_fallback`: the messages say that the static engine's facts stand for the model (a file's
+    check); `inputs_hint` is how the messages tell the user to pass inputs.
+    """
+    from reslint.trace.capture import capture_model, failure_location
+    from reslint.trace.inputs import InputError
+
+    used = "; static facts were used" if static_fallback else ""
+    still = "; static findings are still reported" if static_fallback else ""
+
     try:
-        with time_limit(seconds_left(deadline)):
-            inputs = make_inputs(model, item.device)
-            small = parameter_count(model) <= _max_cpu_parameters()
-            capture, failures = capture_model(model, inputs, name=spec.name, line=spec.line, path=real,
-                                              cpu_variant=cpu_variant if small else None)
+        with time_limit(seconds_left(deadline) if deadline is not None else None):
+            inputs = make_inputs()
+            capture, failures = capture_model(model, inputs, name=name, line=line, path=real, cpu_variant=cpu_variant)
     except InputError as error:
-        result.findings.append(Finding("RL903", f"cannot trace {spec.name}: {error}; static facts were used",
-                                       path, spec.line, 1, symbol=spec.name, engine="trace"))
-        result.static_only[spec.name] = str(error)
+        result.findings.append(Finding("RL903", f"cannot trace {name}: {error}{used}",
+                                       path, line, 1, symbol=name, engine="trace"))
+        result.static_only[name] = str(error)
         return
     except TraceTimeout:
         result.timed_out = True
+        shown = seconds_text(timeout) if timeout is not None else "its limit"
         result.findings.append(Finding(
-            "RL903", f"tracing {spec.name} timed out after {seconds_text(timeout)}; static facts were used",
-            path, spec.line, 1, symbol=spec.name, engine="trace"))
-        result.static_only[spec.name] = f"timed out after {seconds_text(timeout)}"
+            "RL903", f"tracing {name} timed out after {shown}{used}",
+            path, line, 1, symbol=name, engine="trace"))
+        result.static_only[name] = f"timed out after {shown}"
         return
     if capture is not None:
-        capture.notes[:0] = item.notes
+        capture.notes[:0] = list(notes)
         capture.notes.append(f"inputs: {capture.inputs}")
         result.captures.append(capture)
         return
     first = failures[0]
-    line, raised_here = failure_location(failures, real)
-    if raised_here and line is not None:
-        message = f"the forward of {spec.name} raised {first.reason}; static findings are still reported"
-        result.findings.append(Finding("RL902", message, path, line, 1, symbol=spec.name, engine="trace"))
+    where_line, raised_here = failure_location(failures, real)
+    if raised_here and where_line is not None:
+        message = f"the forward of {name} raised {first.reason}{still}"
+        result.findings.append(Finding("RL902", message, path, where_line, 1, symbol=name, engine="trace"))
     else:
         tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
-        where = f" at {os.path.basename(real)}:{line}" if line is not None else ""
-        hint = "; pass --inputs" if "argument" in first.reason and first.reason.startswith("TypeError") else ""
-        message = f"tracing {spec.name} failed ({tried}){where}: {first.reason}{hint}; static facts were used"
-        result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
-    result.static_only[spec.name] = f"tracing failed: {first.reason}"
+        where = f" at {os.path.basename(real)}:{where_line}" if where_line is not None else ""
+        hint = f"; pass {inputs_hint}" if "argument" in first.reason and first.reason.startswith("TypeError") else ""
+        message = f"tracing {name} failed ({tried}){where}: {first.reason}{hint}{used}"
+        result.findings.append(Finding("RL903", message, path, line, 1, symbol=name, engine="trace"))
+    result.static_only[name] = f"tracing failed: {first.reason}"
 
 
 def _max_cpu_parameters() -> int:

@@ -206,3 +206,34 @@ def infer_inputs(model: Any, device: str) -> Inputs:
     inputs = from_specs(specs, device, extra)
     inputs.description = f"{inputs.description} (inferred from {where})"
     return inputs
+
+
+def as_inputs(value: Any) -> Inputs:
+    """Inputs given as values: an `Inputs`, a tuple (the positional arguments), a dict (the keyword
+    arguments), or anything else (the one positional argument), described like a shape spec."""
+    if isinstance(value, Inputs):
+        return value
+    if isinstance(value, tuple):
+        inputs = Inputs(value, {})
+    elif isinstance(value, dict):
+        inputs = Inputs((), value)
+    else:
+        inputs = Inputs((value,), {})
+    inputs.description = describe_value(inputs)
+    return inputs
+
+
+def describe_value(inputs: Inputs) -> str:
+    """`long[2,64]; mask=bool[2,64]`: the tensors' dtypes and shapes, other values' type names."""
+    import torch
+
+    names = {value: key for key, value in DTYPES.items() if key in ("long", "int", "float", "half", "double", "bfloat16", "bool")}
+
+    def one(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            dtype = str(value.dtype).removeprefix("torch.")
+            return f"{names.get(dtype, dtype)}[{','.join(map(str, value.shape))}]"
+        return type(value).__name__
+
+    parts = [one(value) for value in inputs.args] + [f"{key}={one(value)}" for key, value in inputs.kwargs.items()]
+    return "; ".join(parts)

@@ -1,0 +1,402 @@
+"""reslint's Python API: the checks of the command line, callable from a test suite or a notebook.
+
+    import reslint
+
+    report = reslint.check("src/", static=True)       # what `reslint check --static src/` does
+    print(report.render())                            # the CLI's text output; also "json", "sarif", "github"
+    assert not report.fails()                         # nothing at or above the config's fail-on
+
+    report = reslint.check_model(model)               # an nn.Module in memory, traced like the CLI traces
+    assert [f.code for f in report.findings] == []
+
+    report = reslint.probe(model, torch.randint(0, 100, (2, 16)))   # RL601-RL604, see reslint.probing.api
+
+`check` is the code path of `reslint check` itself. Problems with how reslint is called (a bad
+config, a path that does not exist, an unknown rule code, PyTorch missing for a full check) raise
+`ReslintError` with a one-line message; problems *in the checked code* are findings, never
+exceptions. `Report` and `Finding` are plain dataclasses: `Finding.to_dict()` has the JSON keys
+of `--output-format json` (code, name, severity, message, path, line, column, symbol, engine, help).
+
+Only `check(static=True)` is torch-free; `check()` (the full check), `check_model` and `probe`
+need PyTorch (`pip install 'reslint[torch]'`). Importing this module imports neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, Union
+
+from reslint.catalog import SEVERITIES
+from reslint.config import Overrides, load_settings, split_codes
+from reslint.discovery import SourceFile, display_path, find_sources, root_relative
+from reslint.errors import ReslintError, UsageError
+from reslint.findings import Finding, ModelSummary
+from reslint.probing.api import ProbeError, probe
+from reslint.probing.report import ProbeReport
+from reslint.runner import Report, check_sources, dedupe, is_reported
+from reslint.settings import Settings
+
+__all__ = [
+    "Finding", "ModelSummary", "ProbeError", "ProbeReport", "Report", "ReslintError", "UsageError",
+    "check", "check_model", "probe",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Codes = Union[str, Iterable[str], None]
+
+TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
+# check(cwd=...) changes the process's working directory for the call: one such call at a time.
+WORKING_DIRECTORY_LOCK = threading.RLock()
+
+
+def check(
+    paths: PathLike | Iterable[PathLike] = ".",
+    *,
+    static: bool = False,
+    select: Codes = None,
+    ignore: Codes = None,
+    config: PathLike | None = None,
+    fail_on: str | None = None,
+    models: str | Iterable[str] | None = None,
+    inputs: str | None = None,
+    timeout: float | None = None,
+    jobs: int | None = None,
+    cache: bool = True,
+    cwd: PathLike | None = None,
+    verbose: bool = False,
+) -> Report:
+    """Check Python files and directories, exactly as `reslint check` does, and return the report.
+
+    Args:
+        paths: A file or directory, or several (default: the current directory). Directories are
+            walked, skipping virtualenvs, VCS and build directories and the config's `exclude`.
+        static: Static analysis only (`--static`): never import or run the checked code; no torch needed.
+        select: Codes or prefixes to report (`"RL1,RL201"` or `["RL1", "RL201"]`); replaces the config's.
+        ignore: Codes or prefixes not to report; replaces the config's.
+        config: A pyproject.toml (`[tool.reslint]`) or TOML file (top-level keys) to use instead of
+            searching upwards from `cwd` for the nearest pyproject.toml with a `[tool.reslint]` table.
+        fail_on: The lowest severity that makes `Report.fails()` true and `Report.exit_code()` 1:
+            "info", "warning" or "error" (default: the config's, else "warning").
+        models: Model factories `FILE_OR_MODULE:EXPR` (e.g. `"model.py:GPT(GPTConfig(n_layer=2))"`);
+            replace the config's `[[tool.reslint.models]]`. Full check only.
+        inputs: Example inputs for tracing: a shape spec (`"long[2,64]<50257"`) or an expression in
+            the model file's namespace. Full check only.
+        timeout: Seconds per file for importing it and building and tracing its models (default 60).
+        jobs: Files analysed in parallel (default: the number of CPUs).
+        cache: Read and write `.reslint_cache/` (unchanged files are not analysed again).
+        cwd: The directory relative `paths` and `config` are taken from, where the config search
+            starts and what finding paths are relative to (default: the current directory). While
+            the call runs, the process's working directory is changed to it.
+        verbose: Longer model summaries (e.g. which schedule counts as warmup, and why).
+
+    Returns:
+        The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore), per-model
+        summaries, the number of files checked, and files reslint itself failed on (`internal_errors`).
+
+    Raises:
+        ReslintError: A bad config or argument, a path that does not exist, or (without `static`)
+            PyTorch not installed. The message is one line.
+    """
+    path_list = path_arguments(paths)
+    model_list = [models] if isinstance(models, str) else list(models) if models is not None else None
+    overrides = Overrides(
+        select=codes_argument(select),
+        ignore=codes_argument(ignore),
+        fail_on=severity_argument(fail_on),
+        static=static,
+        jobs=positive_argument("jobs", jobs, integer=True),
+        cache=cache,
+        verbose=verbose,
+        models=tuple(model_list) if model_list is not None else None,
+        inputs=inputs,
+        timeout=positive_argument("timeout", timeout),
+    )
+    with working_directory(cwd) as directory:
+        for spec in model_list or ():
+            check_model_spec(spec)
+        settings = load_settings(directory, os.fspath(config) if config is not None else None, overrides)
+        discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
+        if not static:
+            require_torch()
+        report = check_sources(discovery.sources, settings)
+    report.skipped = discovery.skipped
+    report.settings = settings
+    return report
+
+
+def check_model(
+    model: Any,
+    inputs: Any = None,
+    *,
+    select: Codes = None,
+    ignore: Codes = None,
+    fail_on: str | None = None,
+    name: str | None = None,
+    config: PathLike | None = None,
+    cwd: PathLike | None = None,
+) -> Report:
+    """Trace an in-memory `nn.Module` with the trace engine of `reslint check` and run the rules on its graph.
+
+    The model is captured as the CLI captures the models it builds (`torch.export`, then
+    `draft_export` for data-dependent control flow, then `torch.fx`), in eval mode; its training
+    flags are restored afterwards and its weights are not changed. Findings are located in the
+    file that defines the model's class (found with `inspect`; `<ClassName>` for a class without
+    a source file). As `reslint check` merges its two engines for a file, the static engine's
+    findings about the classes the model is made of (those defined in that file) are merged in:
+    one finding per place and code, the traced one preferred, stack findings at the static
+    engine's line. That file's `# noqa` comments and the config's select, ignore and
+    per-file-ignores apply. Only this model is checked: not the other classes of its file, and
+    not the training code (RL301 needs `check()` on the files).
+
+    Args:
+        model: The `nn.Module` (a `torch.compile`d or DistributedDataParallel one is unwrapped).
+            It may live on any device, `meta` included.
+        inputs: Example inputs: None to infer them from the first layer (as the CLI does), a
+            shape spec string (`"long[2,64]<50257"`, `"float[2,16,512]"`) or an expression in the
+            namespace of the model's module, a tensor (the one positional argument), a tuple (the
+            positional arguments) or a dict (the keyword arguments).
+        select: Codes or prefixes to report; replaces the config's.
+        ignore: Codes or prefixes not to report; replaces the config's.
+        fail_on: Stored in the report's settings as the default of `Report.fails()` (default: the
+            config's, else "warning").
+        name: The model's name in findings and summaries (default: its class name).
+        config: A config file to use instead of the nearest `[tool.reslint]` above `cwd`.
+        cwd: Where the config search starts and what finding paths are relative to (default: the
+            current directory; the process's working directory is not changed).
+
+    Returns:
+        A `Report` with the model's findings and its summary (one `ModelSummary` when traced). A
+        model that cannot be traced gives an RL903 finding (RL902 when its forward raised), not
+        an exception.
+
+    Raises:
+        ReslintError: PyTorch is not installed, `model` is not an `nn.Module`, or a bad config
+            or argument.
+    """
+    require_torch()
+    import torch
+
+    overrides = Overrides(select=codes_argument(select), ignore=codes_argument(ignore),
+                          fail_on=severity_argument(fail_on), cache=False)
+    directory = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    config_file = os.fspath(config) if config is not None else None
+    settings = load_settings(directory, config_file, overrides)
+    target = unwrapped(model)
+    if not isinstance(target, torch.nn.Module):
+        raise UsageError(f"check_model() needs a torch.nn.Module, got {type(model).__name__}")
+    source, line = class_location(type(target))
+    display = display_path(source, directory) if source else f"<{type(target).__name__}>"
+    name = name or type(target).__name__
+    findings, summaries = trace_in_memory(target, inputs, name=name, line=line, display=display,
+                                          real=source or display, settings=settings, static_fallback=source is not None)
+    if source is not None:
+        findings, summaries = with_static_results(findings, summaries, target, source, display, settings)
+        findings = reported(findings, SourceFile(source, display, root_relative(source, settings.root)), settings)
+    else:
+        findings = [finding for finding in findings if settings.enabled(finding.code)]
+    return Report(findings=dedupe(sorted(findings, key=lambda finding: finding.sort_key)), models=summaries,
+                  files_checked=1 if source else 0, settings=settings)
+
+
+def trace_in_memory(model: Any, inputs: Any, *, name: str, line: int, display: str, real: str, settings: Settings,
+                    static_fallback: bool) -> tuple[list[Finding], list[ModelSummary]]:
+    """Capture the model's graph in eval mode and run the rules on it (the CLI's `trace_one`, then its rules).
+
+    `static_fallback`: the class has a source file, whose static findings stand in when tracing fails.
+    """
+    from reslint.analysis import check_captures
+    from reslint.trace.engine import TraceResult, capture_one, silenced
+
+    traced = TraceResult(imported=True)
+    # Like the CLI's: what the model and torch's tracers print (graphs, tracebacks of a failed attempt) is not the report.
+    with eval_mode(model), silenced():
+        capture_one(model, lambda: example_inputs(model, inputs), name=name, line=line, path=display, real=real,
+                    result=traced, static_fallback=static_fallback, inputs_hint="inputs=")
+        outcome = check_captures(traced, display, settings, static_fallback=static_fallback)
+    return outcome.findings, outcome.summaries
+
+
+def example_inputs(model: Any, inputs: Any) -> Any:
+    """`inputs` as the trace engine's `Inputs`; raises InputError (an RL903 finding) when they cannot be made."""
+    import sys
+
+    from reslint.trace.inputs import Inputs, as_inputs, from_text, infer_inputs
+
+    first = next(model.parameters(), None)
+    device = first.device.type if first is not None else "cpu"
+    if inputs is None:
+        return infer_inputs(model, device)
+    if isinstance(inputs, str):
+        import torch
+
+        module = sys.modules.get(type(model).__module__)
+        namespace = {"torch": torch, "nn": torch.nn, **(vars(module) if module is not None else {})}
+        return from_text(inputs, namespace, device)
+    return inputs if isinstance(inputs, Inputs) else as_inputs(inputs)
+
+
+def with_static_results(findings: list[Finding], summaries: list[ModelSummary], model: Any, source: str,
+                        display: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
+    """Merge in the static engine's findings about the model's classes of `source`, as `reslint check`
+    merges the engines for a file: one finding per place and code, the traced one preferred, stack
+    findings at the static engine's line (the loop over the stack, as the rule pages say). When the
+    model could not be traced, its static summary stands, with the reason in a note."""
+    import dataclasses
+
+    from reslint.analysis import merge_findings
+
+    try:
+        with open(source, "rb") as handle:
+            static = analyze_static(display, handle.read(), settings)
+    except Exception:  # noqa: BLE001 - the traced findings stand on their own
+        return findings, summaries
+    classes = {type(module).__name__ for module in model.modules() if class_location(type(module))[0] == source}
+    ours = [finding for finding in static.findings if finding.symbol.split(".")[0] in classes]
+    merged = merge_findings(ours, findings)
+    if not summaries:
+        reason = next((finding.message for finding in findings if finding.code in ("RL902", "RL903")), "not traced")
+        summaries = [dataclasses.replace(summary, notes=(*summary.notes, f"static only: {reason}"))
+                     for summary in static.models if summary.name == type(model).__name__]
+    return merged, summaries
+
+
+def analyze_static(display: str, data: bytes, settings: Settings) -> Any:
+    import dataclasses
+
+    from reslint.analysis import analyze_file
+
+    return analyze_file(display, data, dataclasses.replace(settings, static=True))
+
+
+def reported(findings: list[Finding], source: SourceFile, settings: Settings) -> list[Finding]:
+    """The findings the CLI would show for this file: suppression comments, select/ignore, per-file-ignores."""
+    from reslint.runner import decoded
+    from reslint.suppression import filter_suppressed
+
+    try:
+        with open(source.path, "rb") as handle:
+            text = decoded(handle.read())
+    except OSError:
+        text = None
+    return [finding for finding in filter_suppressed(findings, text) if is_reported(finding, source, settings)]
+
+
+@contextlib.contextmanager
+def eval_mode(model: Any) -> Iterator[None]:
+    """The model in eval mode (dropout off, BatchNorm statistics untouched), its modules' flags restored after."""
+    flags = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in flags:
+            module.training = training
+
+
+def unwrapped(model: Any) -> Any:
+    """The user's module inside `torch.compile` (`_orig_mod`) and DistributedDataParallel (`.module`)."""
+    import torch
+
+    inner = getattr(model, "_orig_mod", model)
+    if isinstance(inner, torch.nn.parallel.DistributedDataParallel):
+        inner = inner.module
+    return inner
+
+
+def class_location(cls: type) -> tuple[str | None, int]:
+    """(absolute source file of the class, line of its `class` statement), or (None, 1) without a file."""
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        return None, 1
+    if not path or not os.path.isfile(path):
+        return None, 1
+    try:
+        line = inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        line = 1
+    return os.path.abspath(path), max(1, line)
+
+
+def require_torch() -> None:
+    """Raise ReslintError unless PyTorch imports (a broken install raises more than ImportError)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            # torch warns at import about optional companions (NumPy); a linter's output is not the place.
+            warnings.simplefilter("ignore")
+            import torch  # noqa: F401
+    except Exception:  # noqa: BLE001
+        raise UsageError(TORCH_MISSING) from None
+
+
+def check_model_spec(spec: str) -> None:
+    """A `--model` factory must be FILE_OR_MODULE:EXPR, and a FILE must exist."""
+    from reslint.trace.models import split_factory
+
+    target, expr = split_factory(spec)
+    if not target or not expr:
+        raise UsageError(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
+    if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
+        raise UsageError(f"--model {spec!r}: file not found: {target}")
+
+
+def path_arguments(paths: PathLike | Iterable[PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    listed = [os.fspath(path) for path in paths]
+    return listed or ["."]
+
+
+def codes_argument(codes: Codes) -> tuple[str, ...] | None:
+    """`"RL1,RL201"` / `["RL1", "RL201"]` -> ("RL1", "RL201"); None stays None (the config decides)."""
+    if codes is None:
+        return None
+    values = [codes] if isinstance(codes, str) else list(codes)
+    return tuple(code for value in values for code in split_codes(str(value)))
+
+
+def severity_argument(severity: str | None) -> str | None:
+    if severity is None:
+        return None
+    if not isinstance(severity, str) or severity.lower() not in SEVERITIES:
+        raise UsageError(f"fail_on: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    return severity.lower()
+
+
+def positive_argument(name: str, value: float | None, integer: bool = False) -> Any:
+    if value is None:
+        return None
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        expected = "an integer >= 1" if integer else "a number of seconds > 0"
+        raise UsageError(f"{name}: expected {expected}, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def working_directory(cwd: PathLike | None) -> Iterator[str]:
+    """Run in `cwd` (the trace engine and the project linker resolve display paths against it)."""
+    here = os.getcwd()
+    if cwd is None:
+        yield here
+        return
+    target = os.path.abspath(cwd)
+    if not os.path.isdir(target):
+        raise UsageError(f"cwd: not a directory: {os.fspath(cwd)}")
+    if os.path.samefile(target, here):
+        yield here
+        return
+    with WORKING_DIRECTORY_LOCK:
+        os.chdir(target)
+        try:
+            yield target
+        finally:
+            os.chdir(here)
+
