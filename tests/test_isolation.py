@@ -118,3 +118,33 @@ def test_run_isolated_returns_the_value_or_what_went_wrong_and_where():
     assert failure == ChildFailure("timed out after 0.5 s", "importing the file", 1, "")
     failure = run_isolated(int, "not a number", timeout=30)
     assert failure.cause == "raised ValueError: invalid literal for int() with base 10: 'not a number'"
+
+
+def test_the_hostile_fixtures_in_full_mode_within_a_minute():
+    """fixtures/hostile/ pins the static findings in its golden files; here the full check imports and
+    traces the same files: each gets its finding, the static ones stay, and the exit status comes
+    from the findings alone."""
+    from golden import ROOT
+
+    started = time.monotonic()
+    result = run_reslint("check", "--no-cache", "--timeout", "10", "--jobs", "2", "--output-format", "json",
+                         "fixtures/hostile", cwd=ROOT)
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1 and result.stderr == ""
+    found = sorted((f["path"].removeprefix("fixtures/hostile/"), f["line"], f["code"])
+                   for f in json.loads(result.stdout)["findings"])
+    assert found == [
+        ("deep_nesting.py", 14, "RL101"),
+        ("hang_in_forward.py", 5, "RL903"),
+        ("hang_in_forward.py", 12, "RL101"),
+        ("hang_on_import.py", 1, "RL902"),
+        ("hang_on_import.py", 9, "RL201"),
+        ("not_utf8.py", 1, "RL901"),
+        ("raise_in_forward.py", 12, "RL101"),
+        ("raise_in_forward.py", 14, "RL902"),
+        ("segfault_on_import.py", 1, "RL902"),
+        ("segfault_on_import.py", 14, "RL101"),
+    ]
+    quiet = run_reslint("check", "--no-cache", "--timeout", "10", "--ignore", "RL9", "--fail-on", "error",
+                        "fixtures/hostile", cwd=ROOT)
+    assert quiet.returncode == 0, quiet.stdout
