@@ -57,12 +57,13 @@ class Project:
     settings: Settings
     files: dict[str, FileLinks] = field(default_factory=dict)  # display path -> links
     paths: dict[str, str] = field(default_factory=dict)  # display path -> absolute path
+    displays: dict[str, str] = field(default_factory=dict)  # absolute path -> display path (the inverse)
 
     # ----- files ---------------------------------------------------------------------------------
 
     def add(self, path: str, display: str, links: FileLinks) -> None:
         self.files[display] = links
-        self.paths[display] = os.path.abspath(path)
+        self.register(os.path.abspath(path), display)
 
     def links_of(self, display: str) -> FileLinks:
         links = self.files.get(display)
@@ -73,12 +74,15 @@ class Project:
     def known(self, path: Path) -> str:
         """The display path of a project file, registering it (to be analysed when needed)."""
         absolute = os.path.abspath(path)
-        for display, known in self.paths.items():
-            if known == absolute:
-                return display
-        display = display_path(absolute)
-        self.paths[display] = absolute
+        display = self.displays.get(absolute)
+        if display is None:
+            display = display_path(absolute)
+            self.register(absolute, display)
         return display
+
+    def register(self, absolute: str, display: str) -> None:
+        self.paths[display] = absolute
+        self.displays.setdefault(absolute, display)
 
     # ----- resolution ----------------------------------------------------------------------------
 
