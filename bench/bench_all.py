@@ -425,14 +425,16 @@ def render(sections: list[tuple[str, list[Row]]], notes: list[str], args: argpar
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, begin: str = BEGIN_MARK, end: str = END_MARK,
+                  heading: str = "## Latest run of bench/bench_all.py") -> None:
+    """Replace the text between the marks (or append it under `heading` the first time)."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if BEGIN_MARK in text and END_MARK in text:
-        before = text[: text.index(BEGIN_MARK)]
-        after = text[text.index(END_MARK) + len(END_MARK):].lstrip("\n")
+    if begin in text and end in text:
+        before = text[: text.index(begin)]
+        after = text[text.index(end) + len(end):].lstrip("\n")
         text = before + section + ("\n" + after if after else "")
     else:
-        text = text.rstrip("\n") + "\n\n## Latest run of bench/bench_all.py\n\n" + section
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section
     path.write_text(text, encoding="utf-8")
 
 

@@ -1,0 +1,132 @@
+"""bench/precision.py's counting: verdict rows matched to findings of a tiny synthetic report.
+
+The real run (both modes over the installed transformers) takes an hour: `python bench/precision.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from golden import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import precision  # noqa: E402
+from precision import BadInput, Seen, read_verdicts, tally  # noqa: E402
+
+VERDICTS = """\
+# transformers 5.24.0
+path,line,code,modes,verdict,reason
+models/a/modeling_a.py,10,RL103,static+full,true,no norm after the stack
+models/a/modeling_a.py,20,RL103,static,false,"the neck norms it, across classes"
+models/b/modeling_b.py,5,RL102,static,by-design,a flag picks the placement
+models/b/modeling_b.py,7,RL501,static,unsure,a projection pair
+models/c/modeling_c.py,3,RL103,static+full,true,a real missing final norm
+models/c/modeling_c.py,9,RL902,full,false,reslint fed a 32x32 image to a 224 model
+models/d/modeling_d.py,1,RL104,static,false,not checked in this run
+"""
+
+
+def seen(mode, path, line, code, severity="warning"):
+    return Seen(mode, path, line, code, severity, "message")
+
+
+FINDINGS = [
+    seen("static", "models/a/modeling_a.py", 10, "RL103"),
+    seen("full", "models/a/modeling_a.py", 10, "RL103"),
+    seen("static", "models/a/modeling_a.py", 20, "RL103"),
+    seen("full", "models/a/modeling_a.py", 20, "RL103"),  # the row covers static only: unjudged in full
+    seen("static", "models/b/modeling_b.py", 5, "RL102"),
+    seen("static", "models/b/modeling_b.py", 7, "RL501"),
+    seen("static", "models/b/modeling_b.py", 8, "RL101", "info"),
+    seen("static", "models/b/modeling_b.py", 30, "RL001", "error"),
+    seen("full", "models/c/modeling_c.py", 9, "RL902"),
+    # models/c line 3 RL103 is gone in both modes: a recall loss in each
+]
+COVERED = {
+    "static": {"models/a/modeling_a.py", "models/b/modeling_b.py", "models/c/modeling_c.py"},
+    "full": {"models/a/modeling_a.py", "models/c/modeling_c.py"},
+}
+
+
+def test_findings_are_counted_per_code_mode_and_verdict():
+    result = tally(FINDINGS, read_verdicts(VERDICTS).rows, COVERED)
+    assert dict(result.counts) == {
+        ("RL103", "static", "true"): 1,
+        ("RL103", "full", "true"): 1,
+        ("RL103", "static", "false"): 1,
+        ("RL103", "full", "unjudged"): 1,
+        ("RL102", "static", "by-design"): 1,
+        ("RL501", "static", "unsure"): 1,
+        ("RL101", "static", "info"): 1,
+        ("RL001", "static", "unjudged"): 1,
+        ("RL902", "full", "false"): 1,
+    }
+    assert [(item.path, item.line, item.code, item.mode) for item in result.unjudged] == [
+        ("models/a/modeling_a.py", 20, "RL103", "full"),
+        ("models/b/modeling_b.py", 30, "RL001", "static"),
+    ]
+    assert [(item.line, item.code, item.mode) for item, _ in result.judged_false] == [(20, "RL103", "static"), (9, "RL902", "full")]
+    assert [(item.line, row.reason) for item, row in result.own_guesses] == [(9, "reslint fed a 32x32 image to a 224 model")]
+    assert result.failed
+
+
+def test_gone_rows_are_split_into_fixed_and_recall_loss_only_where_the_file_was_checked():
+    findings = [item for item in FINDINGS if not (item.line == 20 or item.code == "RL902")]
+    result = tally(findings, read_verdicts(VERDICTS).rows, COVERED)
+    assert [(mode, row.path, row.line, row.code) for mode, row in result.recall_loss] == [
+        ("full", "models/c/modeling_c.py", 3, "RL103"),
+        ("static", "models/c/modeling_c.py", 3, "RL103"),
+    ]
+    # the RL104 row's file was not checked in this run: not gone, just not seen
+    assert [(mode, row.line, row.code, row.verdict) for mode, row in result.fixed] == [
+        ("static", 20, "RL103", "false"),
+        ("full", 9, "RL902", "false"),
+    ]
+    assert result.judged_false == []
+    assert [(item.line, item.code) for item in result.unjudged] == [(30, "RL001")]
+
+
+def test_info_findings_need_no_verdict_and_a_judged_report_passes():
+    findings = [item for item in FINDINGS if item.severity == "info" or item.line == 10]
+    result = tally(findings, read_verdicts(VERDICTS).rows, {"static": {"models/a/modeling_a.py"}})
+    assert result.unjudged == [] and result.judged_false == []
+    assert not result.failed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("path,line,code\n", "first line must be"),
+    ("# transformers 5.24.0\nmodels/a.py,x,RL103,static,true,why\n", "bad line"),
+    ("# transformers 5.24.0\nmodels/a.py,1,RL103,static,maybe,why\n", "bad line"),
+    ("# transformers 5.24.0\nmodels/a.py,1,RL103,trace,true,why\n", "bad line"),
+    ("# transformers 5.24.0\nmodels/a.py,1,RL103,static,true\n", "expected 6 fields"),
+    ("# transformers 5.24.0\nmodels/a.py,1,RL103,static,true,a\nmodels/a.py,1,RL103,static+full,false,b\n",
+     "a second verdict"),
+])
+def test_a_malformed_verdict_file_is_refused(text, message):
+    with pytest.raises(BadInput, match=message):
+        read_verdicts(text)
+
+
+def test_main_recounts_kept_results_and_exits_by_the_verdicts(tmp_path, capsys):
+    installed = precision.package_version("transformers")
+    if installed == "not installed":
+        pytest.skip("transformers is not installed")
+    results = tmp_path / "results"
+    results.mkdir()
+    finding = {"code": "RL103", "severity": "warning", "message": "no final norm",
+               "path": "transformers/models/a/modeling_a.py", "line": 10}
+    (results / "static.json").write_text(json.dumps({"findings": [finding], "checked": ["models/a/modeling_a.py"], "seconds": 1.0}))
+    verdicts = tmp_path / "verdicts.csv"
+    verdicts.write_text(f"# transformers {installed}\nmodels/a/modeling_a.py,10,RL103,static,true,no norm\n")
+    arguments = ["--mode", "static", "--reuse", "--results", str(results), "--verdicts", str(verdicts)]
+    assert precision.main(arguments) == 0
+    assert "| RL103 | static | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in capsys.readouterr().out
+
+    verdicts.write_text(f"# transformers {installed}\nmodels/a/modeling_a.py,10,RL103,static,false,the neck norms it\n")
+    assert precision.main(arguments) == 1
+    verdicts.write_text("# transformers 0.0.1\n")
+    assert precision.main(arguments) == 2
+    assert "the verdicts are for transformers 0.0.1" in capsys.readouterr().err
