@@ -271,16 +271,15 @@ class Coverage:
 def reason_group(note: str) -> tuple[bool, str]:
     """(whether the model was built, a short reason shared by models that failed alike)."""
     reason = note.removeprefix("static only: ")
-    built = not reason.startswith(("build failed", "not imported", "import"))
-    exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*))\b", reason)
+    # the file's one time budget ran out while building (or tracing) the model named first
+    built = not reason.startswith(("build failed", "not built", "not imported", "import", "building", "timed out"))
+    exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*|SymNode))\b", reason)
     if "timed out" in reason:
-        short = "timed out"
-    elif reason.startswith("build failed"):
-        short = "build failed"
-    elif reason.startswith("tracing failed"):
-        short = "tracing failed"
+        short = "time budget spent " + ("building" if reason.startswith(("building", "timed out")) else "tracing")
+    elif reason.startswith("not built by the trace engine"):
+        short = "not discovered as a model by the trace engine"
     else:
-        short = reason.split(":")[0][:60]
+        short = re.split(r"[:(]", reason)[0].strip()[:60]
     detail = exception.group(1) if exception else ""
     text = re.sub(r"\s+", " ", reason)
     return built, f"{short}: {detail}".rstrip(": ") + f" — e.g. {text[:140]}"
