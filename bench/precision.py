@@ -12,7 +12,8 @@ Static mode is `reslint check --static` over the whole package; the full check i
 (tracing) of every 6th `models/*/modeling_*.py` by sorted path and of the models the README calls
 correct (GPT-2, LLaMA, GPT-NeoX, ViT, BERT, ResNet), one process per file. Both run as
 the CLI runs, with `--output-format json`, from the directory above the package, so paths read
-`transformers/models/...`. Their raw results are kept in bench/.precision/ (git-ignored).
+`transformers/models/...`. Their raw results are kept in bench/.precision/ (git-ignored); during
+the full check, full.partial.jsonl there gets each file's result as it comes.
 
 The verdict file (bench/verdicts/transformers.csv) holds one reading of each warning and error:
 path relative to the package, line, code, the modes it was seen in, a verdict (true: a real defect;
@@ -34,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -221,9 +223,15 @@ def run_static(package_dir: Path, jobs: int, only: list[str] | None) -> dict:
     return document
 
 
-def run_full(package_dir: Path, files: list[str], jobs: int, timeout: float, log=print) -> dict:
-    """`reslint check` (tracing) of each file in its own process, `jobs` at a time."""
+def run_full(package_dir: Path, files: list[str], jobs: int, timeout: float, log=print,
+             progress: Path | None = None) -> dict:
+    """`reslint check` (tracing) of each file in its own process, `jobs` at a time; each file's result is
+    also appended to `progress` (JSON lines) as it comes, to be read while a long run goes on."""
     start = time.perf_counter()
+    lock = threading.Lock()
+    if progress is not None:
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        progress.write_text("", encoding="utf-8")
 
     def one(path: str) -> tuple[str, dict]:
         began = time.perf_counter()
@@ -231,6 +239,9 @@ def run_full(package_dir: Path, files: list[str], jobs: int, timeout: float, log
                             package_dir.parent, timeout * 3 + 120)
         document["seconds"] = time.perf_counter() - began
         log(f"precision: full {path}: {document['seconds']:.0f} s{' (' + document['failure'] + ')' if 'failure' in document else ''}")
+        if progress is not None:
+            with lock, progress.open("a", encoding="utf-8") as stream:
+                stream.write(json.dumps({"path": path, "result": document}) + "\n")
         return path, document
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -420,7 +431,8 @@ def load_or_run(args: argparse.Namespace, mode: str, package_dir: Path) -> dict:
         if not files:
             raise BadInput("--only matches no file of the full check's sample")
         document = run_full(package_dir, files, args.jobs, args.timeout,
-                            log=lambda message: print(message, file=sys.stderr, flush=True))
+                            log=lambda message: print(message, file=sys.stderr, flush=True),
+                            progress=args.results / "full.partial.jsonl")
     args.results.mkdir(parents=True, exist_ok=True)
     kept.write_text(json.dumps(document, indent=1), encoding="utf-8")
     return document
