@@ -130,3 +130,27 @@ def test_main_recounts_kept_results_and_exits_by_the_verdicts(tmp_path, capsys):
     verdicts.write_text("# transformers 0.0.1\n")
     assert precision.main(arguments) == 2
     assert "the verdicts are for transformers 0.0.1" in capsys.readouterr().err
+
+
+def test_trace_coverage_counts_traced_built_and_groups_why_the_rest_were_not():
+    def model(name, engine, note=None):
+        return {"name": name, "engine": engine, "notes": [note] if note else []}
+
+    document = {"files": {
+        "models/a/modeling_a.py": {"findings": [], "models": [
+            model("AModel", "traced (export)"),
+            model("AForClassification", "static", "static only: tracing failed: ValueError: Input image size (32*32)"),
+            model("AForMasking", "static", "static only: tracing failed: ValueError: Input image size (32*32)"),
+            model("ABackbone", "static", "static only: build failed (cannot build ABackbone: TypeError: tuple)"),
+            model("AForCausalLM", "static", "static only: building ATextModel: timed out after 120 s"),
+        ]},
+        "models/b/modeling_b.py": {"failure": "reslint ran past 480 s and was stopped"},
+    }}
+    coverage = precision.trace_coverage(document)
+    assert (coverage.traced, coverage.built, coverage.total) == (1, 3, 5)
+    assert {why: [name.split(" — ")[0] for name in names] for why, names in coverage.why.items()} == {
+        "tracing failed: ValueError": ["models/a/modeling_a.py:AForClassification", "models/a/modeling_a.py:AForMasking"],
+        "build failed: TypeError": ["models/a/modeling_a.py:ABackbone"],
+        "time budget spent building": ["models/a/modeling_a.py:AForCausalLM"],
+    }
+    assert coverage.failed_files == [("models/b/modeling_b.py", "reslint ran past 480 s and was stopped")]
