@@ -291,6 +291,9 @@ def reason_group(note: str) -> tuple[bool, str]:
     exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*|SymNode))\b", reason)
     if "timed out" in reason:
         short = "time budget spent " + ("building" if reason.startswith(("building", "timed out")) else "tracing")
+    elif re.match(r"(building|tracing) (?!failed)\w+: ", reason):  # the worker stopped on this model or an earlier one
+        stage, rest = reason.split(" ", 1)[0], reason.split(": ", 1)[1]
+        short, exception = f"worker stopped while {stage}: {re.split(r'[(;]', rest)[0].strip()}", None
     elif reason.startswith("not built by the trace engine"):
         short = "not discovered as a model by the trace engine"
     else:
