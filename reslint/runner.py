@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
+from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
@@ -182,8 +183,7 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
         if not is_reported(finding, source, settings):
             continue
         try:
-            with open(absolute, "rb") as handle:
-                text = decoded(handle.read())
+            text = decoded(read_project_file(absolute, None, MAX_SOURCE_BYTES))
         except OSError:
             text = None
         findings.extend(filter_suppressed([finding], text))
@@ -316,8 +316,7 @@ def analyse_source(source: SourceFile, settings: Settings,
     from reslint.analysis import analyze_file
 
     try:
-        with open(source.path, "rb") as handle:
-            data = handle.read()
+        data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
     except OSError as error:
         if cached_only:
             return None, None
