@@ -10,6 +10,8 @@ CONSEQUENCES = {
     "integer size": "an integer of more than {limit} bits was not computed (treated as unknown)",
     "sequence length": "a tuple or list of more than {limit} items was not built (treated as unknown)",
     "string length": "a string of more than {limit} characters was not built (treated as unknown)",
+    "inlining fan-out": "a function called more than {limit} times in one class's evaluation was not inlined "
+                        "again (its further calls are opaque)",
     "work per file": "the evaluation stopped after {limit} steps: the classes not evaluated by then have no "
                      "residual or norm facts",
 }

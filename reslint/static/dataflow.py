@@ -26,6 +26,9 @@ MAX_INTEGER_BITS = 4096
 MAX_SEQUENCE_LENGTH = 10_000
 MAX_STRING_LENGTH = 100_000
 MAX_STEPS_PER_FILE = 1_000_000  # expressions and statements evaluated, over every class of the file
+# Times one function may be inlined in one class's evaluation (transformers' largest files: 14);
+# beyond it, calls to it are opaque.
+MAX_INLINES_PER_FUNCTION = 200
 
 
 class BudgetExceeded(Exception):
@@ -34,7 +37,7 @@ class BudgetExceeded(Exception):
 
 @dataclass(frozen=True)
 class LimitHit:
-    budget: str  # "integer size", "sequence length", "string length", "work per file"
+    budget: str  # "integer size", "sequence length", "string length", "inlining fan-out", "work per file"
     line: int
     column: int
 
@@ -138,6 +141,7 @@ class Evaluator:
     def __init__(self, index: FileIndex, positions, path: str):
         self.index = index
         self.budget = file_budget(index)
+        self.inlined: dict[int, int] = {}  # id of a FunctionDef -> times inlined
         self.positions = positions
         self.path = path
         self.graph = Graph()
@@ -858,8 +862,11 @@ class Evaluator:
         return self.eval(callee.node.body, inner)
 
     def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope):
-        if scope.depth >= MAX_INLINE_DEPTH or any(f.kind == "function" and f.name == func.name.value
-                                                  for f in scope.frames):
+        self.inlined[id(func)] = self.inlined.get(id(func), 0) + 1
+        if self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION:
+            self.budget.hit("inlining fan-out", *self.position(where))
+        if scope.depth >= MAX_INLINE_DEPTH or self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION or any(
+                f.kind == "function" and f.name == func.name.value for f in scope.frames):
             inputs = self._data_args(args, kwargs)
             return self.new("func", inputs, where, scope, name=func.name.value) if inputs else UNKNOWN_VALUE
         frames = scope.frames + (Frame("function", func.name.value),)
@@ -1134,4 +1141,5 @@ def file_budget(index: FileIndex) -> FileBudget:
 
 def budget_limits() -> dict[str, int]:
     return {"integer size": MAX_INTEGER_BITS, "sequence length": MAX_SEQUENCE_LENGTH,
-            "string length": MAX_STRING_LENGTH, "work per file": MAX_STEPS_PER_FILE}
+            "string length": MAX_STRING_LENGTH, "inlining fan-out": MAX_INLINES_PER_FUNCTION,
+            "work per file": MAX_STEPS_PER_FILE}
