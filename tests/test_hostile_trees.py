@@ -150,6 +150,8 @@ def test_deepspeed_configs_and_train_globs_pointing_at_devices_are_not_read(sand
         "train_zero.py": TRAIN_WITH.format(config="/dev/zero"),
         "train_stdin.py": TRAIN_WITH.format(config="/dev/stdin"),
         "train_link.py": TRAIN_WITH.format(config="ds_config.json"),
+        # a config path not known statically: every *.json next to the script is a candidate
+        "train_args.py": TRAIN_WITH.replace("config={config!r}", "config=args.deepspeed_config"),
     })
     (tree / "ds_config.json").symlink_to("/dev/zero")
     (tree / "scripts").mkdir()
