@@ -122,11 +122,9 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
                 outcomes.append(outcome)
     jobs = settings.jobs or available_cpus()
     if len(pending) > 1 and jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
-
         preload_engine(settings)
         workers = min(jobs, len(pending))
-        # Largest files first, in small chunks, so that no worker is left with a big file at the end;
+        # Largest files first, one per task, so that no worker is left with a big file at the end;
         # the report is sorted afterwards, so the order of work never shows.
         ordered = sorted(pending, key=file_size, reverse=True)
         done, lost = run_pool(check_source, ordered, settings, workers)
