@@ -25,6 +25,9 @@ MAX_STATEMENT_TOKENS = 1000
 # thread with room for MAX_NESTING levels.
 STACK_BYTES = 512 * 2**20
 RECURSION_LIMIT = 40_000
+# libcst needs about 1.7 KB of memory per character of source: a larger file is syntax-checked by
+# CPython only, and reported (RL904). The largest file of transformers is under 300 KB.
+MAX_LIBCST_CHARACTERS = 512 * 1024
 NESTING_ERRORS = ("too many nested parentheses", "too many levels of indentation", "too many statically nested blocks")
 
 
@@ -112,6 +115,11 @@ def parse_source(path: str, text: str):
         if depth > MAX_NESTING:
             return Finding("RL901", f"cannot analyse: code nested {depth} levels deep (the limit is {MAX_NESTING})",
                            path, line, column)
+    if len(text) > MAX_LIBCST_CHARACTERS:
+        if isinstance(checked, SyntaxError):
+            return syntax_finding(path, checked)
+        return limit_finding(f"not analysed by the static engine: {len(text)} characters, over its limit of "
+                             f"{MAX_LIBCST_CHARACTERS} (the syntax was checked)", path)
     try:
         return libcst.parse_module(text)
     except (libcst.ParserSyntaxError, RecursionError) as error:
@@ -121,6 +129,11 @@ def parse_source(path: str, text: str):
         line, column = getattr(error, "raw_line", 1), getattr(error, "raw_column", 0) + 1
         message = " ".join(str(error).split()) if isinstance(error, libcst.ParserSyntaxError) else "too deeply nested"
         return Finding("RL901", f"cannot analyse: libcst cannot parse this file: {message}", path, line, column)
+
+
+def limit_finding(message: str, path: str, line: int = 1, column: int = 1, symbol: str = "") -> Finding:
+    """RL904: reslint went over one of its limits here; what it found elsewhere stands."""
+    return Finding("RL904", message, path, line, column, symbol=symbol)
 
 
 def cpython_parse(text: str):
@@ -302,6 +315,21 @@ class TracedFile:
     imported: bool = False
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
 
+    def to_dict(self) -> dict:
+        return {"findings": [finding.to_dict() for finding in self.findings],
+                "summaries": [summary.to_dict() for summary in self.summaries],
+                "static_only": dict(self.static_only), "notes": list(self.notes),
+                "imported": self.imported, "timed_out": self.timed_out}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TracedFile:
+        """Raises KeyError, TypeError or ValueError for data that is not a to_dict() document."""
+        return cls(findings=[Finding.from_dict(finding) for finding in data["findings"]],
+                   summaries=[ModelSummary.from_dict(summary) for summary in data["summaries"]],
+                   static_only={str(name): str(reason) for name, reason in data["static_only"].items()},
+                   notes=[str(note) for note in data["notes"]],
+                   imported=bool(data["imported"]), timed_out=bool(data["timed_out"]))
+
 
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
                       source_path: str | None) -> None:
@@ -314,7 +342,12 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
         return
     timeout = file_timeout(settings)
     # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
-    traced = run_isolated(trace_and_check, path, data, settings, source_path, timeout=timeout + 2)
+    traced = run_isolated(traced_document, path, data, settings, source_path, timeout=timeout + 2)
+    if not isinstance(traced, ChildFailure):
+        try:
+            traced = TracedFile.from_dict(traced)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            traced = ChildFailure(f"sent back a malformed result ({type(error).__name__}: {error})", "tracing")
     if isinstance(traced, ChildFailure):
         traced = failed_trace(path, traced, timeout)
     result.imported = traced.imported
@@ -338,6 +371,11 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
     finding = Finding(code, message, path, failure.line, 1, symbol=failure.symbol, engine="trace")
     # A crash or hang may depend on the machine or the moment: never cached.
     return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True, timed_out=True)
+
+
+def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None) -> dict:
+    """trace_and_check's result as data, to cross the process boundary (in the isolated child)."""
+    return trace_and_check(path, data, settings, source_path).to_dict()
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:

@@ -15,12 +15,19 @@ key matches. The key covers everything a file's result depends on:
 The cached value is the FileResult before suppressions and filters, which are cheap and
 re-applied each run. Any I/O or decoding problem is treated as a miss: the cache must never
 break a check.
+
+The cache lies in the checked tree, which may come from a stranger: an entry is trusted only
+when it carries an HMAC made with a secret kept in the user's own cache directory
+(`$XDG_CACHE_HOME/reslint/cache-key`), so a committed or forged entry is a miss. A cache
+directory that is a symlink, or resolves outside the project, is neither read nor written,
+and entries are read through the file gate (a regular file of bounded size).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
 import sys
@@ -37,7 +44,8 @@ CACHEDIR_TAG = (
     "# This file is a cache directory tag created by reslint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 3  # 3: file results carry their cross-file links (RL301)
+FORMAT = 4  # 3: file results carry their cross-file links (RL301); 4: entries carry an HMAC
+SECRET_BYTES = 32
 
 
 def content_key(data: bytes, display: str, settings: Settings) -> str:
@@ -80,12 +88,13 @@ def engine_fingerprint(settings: Settings) -> str:
 
 def imports_digest(path: str, root: str | os.PathLike) -> str:
     """A digest of the project files `path` imports: their paths and bytes."""
+    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
     from reslint.project_imports import project_dependencies
 
     parts: list[str | bytes] = []
     for dependency in project_dependencies(path, root):
         try:
-            contents = dependency.read_bytes()
+            contents = read_project_file(dependency, root, MAX_SOURCE_BYTES)
         except OSError:
             contents = b"<unreadable>"
         parts += [str(dependency), contents]
@@ -104,40 +113,96 @@ class FileCache:
 
     def load(self, display: str, data: bytes, path: str) -> FileResult | None:
         """The stored result of the file `path` (shown as `display`) with these bytes, if still valid."""
+        from reslint.file_gate import MAX_CACHE_ENTRY_BYTES, read_project_file
+
+        secret = cache_secret()
+        entry_path = self.entry_path(display)
+        if secret is None or not self.stays_inside(entry_path):
+            return None
         try:
-            with open(self.entry_path(display), encoding="utf-8") as handle:
-                entry = json.load(handle)
-            if entry.get("format") != FORMAT or entry.get("key") != content_key(data, display, self.settings):
+            entry = json.loads(read_project_file(entry_path, self.root, MAX_CACHE_ENTRY_BYTES))
+            payload = entry["payload"]
+            if entry.get("format") != FORMAT or not hmac.compare_digest(str(entry["mac"]), sign(secret, payload)):
                 return None
-            imports = entry.get("imports")
+            body = json.loads(payload)
+            if body.get("key") != content_key(data, display, self.settings):
+                return None
+            imports = body.get("imports")
             if imports is not None and imports != imports_digest(path, self.root):
                 return None
-            result = FileResult.from_dict(entry["result"])
+            result = FileResult.from_dict(body["result"])
             result.imported = imports is not None
             return result
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def store(self, display: str, data: bytes, path: str, result: FileResult) -> None:
-        entry = {
-            "format": FORMAT,
-            "key": content_key(data, display, self.settings),
-            "imports": imports_digest(path, self.root) if result.imported else None,
-            "result": result.to_dict(),
-        }
+        secret = cache_secret()
+        entry_path = self.entry_path(display)
+        if secret is None or not self.stays_inside(entry_path):
+            return
         try:
+            payload = json.dumps({
+                "key": content_key(data, display, self.settings),
+                "imports": imports_digest(path, self.root) if result.imported else None,
+                "result": result.to_dict(),
+            }, separators=(",", ":"))
+            entry = {"format": FORMAT, "mac": sign(secret, payload), "payload": payload}
             self.prepare()
-            write_atomically(self.entry_path(display), json.dumps(entry, separators=(",", ":")))
+            if self.stays_inside(entry_path):  # checked again: prepare created the directories
+                write_atomically(entry_path, json.dumps(entry, separators=(",", ":")))
         except (OSError, ValueError, TypeError):
             pass
 
+    def stays_inside(self, path: Path) -> bool:
+        """Whether `path` (in the cache directory) resolves to itself: no component of it below the
+        project root is a symlink, so a committed `.reslint_cache -> ..` cannot send writes elsewhere."""
+        root = os.path.realpath(self.root)
+        relative = path.relative_to(self.directory)
+        return os.path.realpath(path.parent) == os.path.join(root, CACHE_DIR_NAME, *relative.parts[:-1]) \
+            and not os.path.islink(path)
+
     def prepare(self) -> None:
         """Create the cache directory with its .gitignore and CACHEDIR.TAG (once)."""
+        if not self.stays_inside(self.directory / "CACHEDIR.TAG"):
+            raise OSError("the cache directory leaves the project")
         if (self.directory / "CACHEDIR.TAG").is_file():
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomically(self.directory / ".gitignore", "# Automatically created by reslint.\n*\n")
         write_atomically(self.directory / "CACHEDIR.TAG", CACHEDIR_TAG)
+
+
+def sign(secret: bytes, payload: str) -> str:
+    return hmac.new(secret, payload.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def user_cache_home() -> Path:
+    configured = os.environ.get("XDG_CACHE_HOME")
+    if configured and os.path.isabs(configured):
+        return Path(configured) / "reslint"
+    return Path.home() / ".cache" / "reslint"
+
+
+@functools.lru_cache(maxsize=None)
+def cache_secret() -> bytes | None:
+    """This installation's cache secret, created on first use; None (no caching) when it cannot be."""
+    path = user_cache_home() / "cache-key"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(os.urandom(SECRET_BYTES))
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            secret = handle.read(SECRET_BYTES + 1)
+    except (OSError, RuntimeError):  # RuntimeError: Path.home() without a home directory
+        return None
+    return secret if len(secret) == SECRET_BYTES else None
 
 
 def current_umask() -> int:

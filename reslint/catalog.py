@@ -110,6 +110,10 @@ RULES: dict[str, RuleInfo] = {
                  "tracing failed; static facts were used instead",
                  "pass example inputs with --inputs, or simplify data-dependent control flow",
                  "trace"),
+        RuleInfo("RL904", "analysis-limit", "info",
+                 "a file, or part of it, was not analysed: it went over one of reslint's limits (size, evaluation budget) or its check died",
+                 "split the file or simplify the code the message names; other files and facts are still checked",
+                 "any"),
     ]
 }
 

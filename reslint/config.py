@@ -18,6 +18,8 @@ from typing import Any
 from reslint.catalog import SEVERITIES, expand_codes
 from reslint.discovery import display_path
 from reslint.errors import ReslintError
+from reslint.file_gate import MAX_CONFIG_BYTES, read_project_file
+from reslint.globs import GlobError, compile_glob
 from reslint.settings import ModelFactory, Settings
 
 if sys.version_info >= (3, 11):
@@ -72,8 +74,7 @@ def find_config(start: str | os.PathLike) -> Path | None:
 def read_toml(path: Path, cwd: str | os.PathLike) -> dict:
     shown = display_path(path, cwd)
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(read_project_file(path, None, MAX_CONFIG_BYTES).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{shown}: invalid TOML: {error}") from None
     except OSError as error:
@@ -177,7 +178,7 @@ def settings_from_table(table: dict, context: ConfigContext) -> Settings:
     if "fail-on" in table:
         values["fail_on"] = choice_value(table["fail-on"], SEVERITIES, context, "fail-on")
     if "exclude" in table:
-        values["exclude"] = tuple(string_list(table["exclude"], context, "exclude"))
+        values["exclude"] = tuple(glob_list(table["exclude"], context, "exclude"))
     if "per-file-ignores" in table:
         values["per_file_ignores"] = per_file_ignores(table["per-file-ignores"], context)
     if "norm-placement" in table:
@@ -185,7 +186,7 @@ def settings_from_table(table: dict, context: ConfigContext) -> Settings:
     if "deep-post-ln-layers" in table:
         values["deep_post_ln_layers"] = positive_int(table["deep-post-ln-layers"], context, "deep-post-ln-layers")
     if "train" in table:
-        values["train"] = tuple(string_list(table["train"], context, "train"))
+        values["train"] = tuple(glob_list(table["train"], context, "train"))
     if "models" in table:
         values["models"] = model_factories(table["models"], context)
     for key in PROBE_FACTORS:
@@ -208,6 +209,18 @@ def string_list(value: Any, context: ConfigContext, *key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise context.error(context.key(*key), f"expected an array of strings, got {type_name(value)}")
     return value
+
+
+def glob_list(value: Any, context: ConfigContext, *key: str) -> list[str]:
+    return [valid_glob(glob, context, *key) for glob in string_list(value, context, *key)]
+
+
+def valid_glob(glob: str, context: ConfigContext, *key: str) -> str:
+    try:
+        compile_glob(glob)
+    except GlobError as error:
+        raise context.error(context.key(*key), str(error)) from None
+    return glob
 
 
 def codes_value(value: Any, context: ConfigContext, *key: str) -> set[str]:
@@ -245,7 +258,8 @@ def per_file_ignores(value: Any, context: ConfigContext) -> tuple[tuple[str, fro
     if not isinstance(value, dict):
         raise context.error(context.key("per-file-ignores"), f"expected a table of glob = [codes], got {type_name(value)}")
     return tuple(
-        (glob, frozenset(codes_value(codes, context, "per-file-ignores", quote_key(glob))))
+        (valid_glob(glob, context, "per-file-ignores", quote_key(glob)),
+         frozenset(codes_value(codes, context, "per-file-ignores", quote_key(glob))))
         for glob, codes in value.items()
     )
 

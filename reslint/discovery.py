@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from reslint.errors import ReslintError
+from reslint.globs import GlobError, glob_matches
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 
@@ -82,12 +81,13 @@ def root_relative(path: str, root: str) -> str:
 
 
 def matches_glob(relative: str, pattern: str) -> bool:
-    """Whether a project-relative path matches an exclude / per-file-ignores glob.
+    """Whether a project-relative path matches an exclude / per-file-ignores glob (in linear time).
 
     Like ruff's `exclude`: a pattern without a slash (`generated`, `*_pb2.py`) matches any
     path component; a pattern with one (`legacy/*.py`, `src/old`) matches the path relative to
     the project root or one of its parent directories. `*` and `?` stay within one component,
-    `**` spans any number of them.
+    `**` spans any number of them. An invalid pattern (`[z-a]`) matches nothing; the config
+    rejects it when it is read.
     """
     pattern = pattern.strip().replace("\\", "/")
     while pattern.startswith("./"):
@@ -96,40 +96,12 @@ def matches_glob(relative: str, pattern: str) -> bool:
     if not pattern:
         return False
     parts = PurePosixPath(relative).parts
-    if "/" not in pattern:
-        return any(fnmatchcase(part, pattern) for part in parts)
-    regex = glob_regex(pattern)
-    return any(regex.fullmatch("/".join(parts[:end])) for end in range(len(parts), 0, -1))
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a path glob: `**/` any directories, `**` anything, `*`/`?` within a component."""
-    out, index = [], 0
-    while index < len(pattern):
-        if pattern.startswith("**/", index):
-            out.append("(?:.*/)?")
-            index += 3
-        elif pattern.startswith("**", index):
-            out.append(".*")
-            index += 2
-        elif pattern[index] == "*":
-            out.append("[^/]*")
-            index += 1
-        elif pattern[index] == "?":
-            out.append("[^/]")
-            index += 1
-        elif pattern[index] == "[" and "]" in pattern[index + 2:]:
-            end = pattern.index("]", index + 2)
-            body = pattern[index + 1:end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
-            index = end + 1
-        else:
-            out.append(re.escape(pattern[index]))
-            index += 1
-    return re.compile("".join(out))
+    try:
+        if "/" not in pattern:
+            return any(glob_matches(pattern, part) for part in parts)
+        return any(glob_matches(pattern, "/".join(parts[:end])) for end in range(len(parts), 0, -1))
+    except GlobError:
+        return False
 
 
 def is_excluded(relative: str, patterns: Iterable[str]) -> bool:

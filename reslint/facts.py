@@ -105,6 +105,15 @@ class ModelFacts:
 
 
 @dataclass
+class AnalysisLimit:
+    """Where the static evaluator went over one of its limits (the budget's name) and stopped or gave up a value."""
+
+    span: Span
+    budget: str  # "integer size", "sequence length", "string length", "work per file"
+    limit: int
+
+
+@dataclass
 class FileFacts:
     path: str
     engine: str = "static"
@@ -116,6 +125,7 @@ class FileFacts:
     post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
     class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
     class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
+    limits: list[AnalysisLimit] = field(default_factory=list)  # the static evaluator's budgets it went over
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]

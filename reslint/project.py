@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reslint.discovery import SourceFile, display_path, is_skipped_dir, matches_glob, root_relative
+from reslint.discovery import SourceFile, display_path, is_skipped_dir, is_special_file, matches_glob, root_relative
+from reslint.file_gate import MAX_CONFIG_BYTES, is_inside, read_project_file
 from reslint.findings import ModelSummary
 from reslint.project_facts import (
     WARMUP_NO,
@@ -245,7 +246,7 @@ class Project:
         configs = []
         for candidate in candidates:
             try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
+                data = json.loads(read_project_file(candidate, self.settings.root, MAX_CONFIG_BYTES))
             except (OSError, ValueError):
                 continue
             if isinstance(data, dict) and (name != "*" or DEEPSPEED_KEYS & data.keys()):
@@ -312,7 +313,9 @@ def training_scripts(settings: Settings, known: set[str]) -> list[str]:
         dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
         for name in sorted(filenames):
             path = os.path.join(current, name)
-            if name.endswith(".py") and path not in known and any(
+            if not name.endswith(".py") or is_special_file(Path(path)) or not is_inside(path, root):
+                continue
+            if path not in known and any(
                     matches_glob(root_relative(path, str(root)), glob) for glob in settings.train):
                 found.append(path)
     return found

@@ -99,8 +99,10 @@ def _is_under(path: Path, root: Path) -> bool:
 
 
 def _read_imports(path: Path) -> list[_Import]:
+    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
     try:
-        source = path.read_bytes()
+        source = read_project_file(path, None, MAX_SOURCE_BYTES)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings of the code read are not ours to show
             tree = ast.parse(source, filename=str(path))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
+from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
@@ -121,26 +122,87 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
                 outcomes.append(outcome)
     jobs = settings.jobs or available_cpus()
     if len(pending) > 1 and jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor  # not imported on the one-file path
-
         preload_engine(settings)
         workers = min(jobs, len(pending))
-        # Largest files first, in small chunks, so that no worker is left with a big file at the end;
+        # Largest files first, one per task, so that no worker is left with a big file at the end;
         # the report is sorted afterwards, so the order of work never shows.
         ordered = sorted(pending, key=file_size, reverse=True)
-        chunksize = max(1, min(8, len(pending) // (workers * 16)))
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=stop_on_sigterm)
-        try:
-            outcomes += pool.map(check_source, ordered, [settings] * len(ordered), chunksize=chunksize)
-        except KeyboardInterrupt:
-            stop_workers(pool)
-            raise
-        pool.shutdown()
+        done, lost = run_pool(check_source, ordered, settings, workers)
+        outcomes += done
+        if lost:  # a worker died (a crash, the OOM killer): each unfinished file again, in its own child
+            done, lost = run_pool(check_source_isolated, lost, settings, workers)
+            outcomes += done + [stopped_outcome(source, settings, "the process checking it died") for source in lost]
     else:
         outcomes += [check_source(source, settings) for source in pending]
     report = merge(outcomes, len(sources))
     link_project(report, sources, outcomes, settings)
     return report
+
+
+def run_pool(check, sources: list[SourceFile], settings: Settings,
+             workers: int) -> tuple[list[FileOutcome], list[SourceFile]]:
+    """`check` for each source in a process pool: the outcomes, and the sources whose worker died
+    before finishing them (the pool breaks then; the other files' outcomes are kept)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=stop_on_sigterm)
+    outcomes, lost = [], []
+    try:
+        futures = {pool.submit(check, source, settings): source for source in sources}
+        for future in as_completed(futures):
+            try:
+                outcomes.append(future.result())
+            except BrokenProcessPool:
+                lost.append(futures[future])
+    except KeyboardInterrupt:
+        stop_workers(pool)
+        raise
+    pool.shutdown()
+    return outcomes, sorted(lost, key=lambda source: source.display)
+
+
+def check_source_isolated(source: SourceFile, settings: Settings) -> FileOutcome:
+    """check_source in a child process of its own: if the file kills it, only that file is lost."""
+    from reslint.isolation import ChildFailure, run_isolated
+
+    document = run_isolated(outcome_document, source, settings, timeout=None)
+    if not isinstance(document, ChildFailure):
+        try:
+            return outcome_from_document(document, source)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            document = ChildFailure("sent back a malformed result", "")
+    return stopped_outcome(source, settings, f"the process checking it ended: {document.cause}")
+
+
+def stopped_outcome(source: SourceFile, settings: Settings, why: str) -> FileOutcome:
+    """A file whose check was lost: one RL904 finding says so, and the run goes on."""
+    from reslint.analysis import limit_finding
+
+    finding = limit_finding(f"not analysed: {why}; its findings are missing", source.display)
+    return FileOutcome(findings=[finding] if is_reported(finding, source, settings) else [], display=source.display)
+
+
+def outcome_document(source: SourceFile, settings: Settings) -> dict:
+    outcome = check_source(source, settings)
+    return {
+        "findings": [finding.to_dict() for finding in outcome.findings],
+        "models": [model.to_dict() for model in outcome.models],
+        "error": dataclasses.asdict(outcome.error) if outcome.error else None,
+        "links": outcome.links.to_dict() if outcome.links is not None else None,
+        "skipped": outcome.skipped,
+    }
+
+
+def outcome_from_document(document: dict, source: SourceFile) -> FileOutcome:
+    return FileOutcome(
+        findings=[Finding.from_dict(finding) for finding in document["findings"]],
+        models=[ModelSummary.from_dict(model) for model in document["models"]],
+        error=InternalError(**document["error"]) if document["error"] else None,
+        links=FileLinks.from_dict(document["links"]) if document["links"] is not None else None,
+        skipped=bool(document["skipped"]),
+        display=source.display,
+    )
 
 
 def available_cpus() -> int:
@@ -182,8 +244,7 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
         if not is_reported(finding, source, settings):
             continue
         try:
-            with open(absolute, "rb") as handle:
-                text = decoded(handle.read())
+            text = decoded(read_project_file(absolute, None, MAX_SOURCE_BYTES))
         except OSError:
             text = None
         findings.extend(filter_suppressed([finding], text))
@@ -316,8 +377,7 @@ def analyse_source(source: SourceFile, settings: Settings,
     from reslint.analysis import analyze_file
 
     try:
-        with open(source.path, "rb") as handle:
-            data = handle.read()
+        data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
     except OSError as error:
         if cached_only:
             return None, None

@@ -51,4 +51,4 @@ def artifact_uri(path: str, root: str) -> tuple[str, bool]:
     relative = repository_path(path, root)
     if relative is None:
         return Path(os.path.abspath(path)).as_uri(), False
-    return quote(relative, safe="/"), True
+    return quote(os.fsencode(relative), safe="/"), True  # bytes: a non-UTF-8 name becomes %XX, not an error

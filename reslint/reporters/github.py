@@ -6,6 +6,7 @@ from typing import TextIO
 
 from reslint.findings import Finding
 from reslint.reporters.common import repository_path, repository_root
+from reslint.reporters.escaping import valid_unicode
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -35,4 +36,4 @@ def annotation(finding: Finding, root: str) -> str:
 def render_github(report: Report, settings: Settings, stream: TextIO) -> None:
     root = repository_root(settings.root)
     for finding in report.findings:
-        stream.write(annotation(finding, root) + "\n")
+        stream.write(valid_unicode(annotation(finding, root)) + "\n")

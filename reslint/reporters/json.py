@@ -8,6 +8,7 @@ from typing import TextIO
 import reslint
 from reslint.catalog import RULES
 from reslint.reporters.common import counts_by_code, skipped_counts
+from reslint.reporters.escaping import valid_unicode
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -39,4 +40,4 @@ def statistics_document(report: Report) -> list[dict]:
 
 def render_json(report: Report, settings: Settings, stream: TextIO) -> None:
     document = statistics_document(report) if settings.statistics else report_document(report)
-    stream.write(json.dumps(document, indent=2) + "\n")
+    stream.write(json.dumps(valid_unicode(document), indent=2) + "\n")

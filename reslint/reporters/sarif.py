@@ -11,6 +11,7 @@ from reslint.catalog import RULES, RuleInfo
 from reslint.docs import rule_page
 from reslint.findings import Finding
 from reslint.reporters.common import artifact_uri, repository_root
+from reslint.reporters.escaping import valid_unicode
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -91,4 +92,4 @@ def sarif_document(report: Report, root: str) -> dict:
 
 def render_sarif(report: Report, settings: Settings, stream: TextIO) -> None:
     document = sarif_document(report, repository_root(settings.root))
-    stream.write(json.dumps(document, indent=2) + "\n")
+    stream.write(json.dumps(valid_unicode(document), indent=2) + "\n")

@@ -9,6 +9,7 @@ from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, placement_label, stack_summary_line
 from reslint.prefilter import SKIP_REASON
 from reslint.reporters.common import counts_by_code, plural, skipped_counts
+from reslint.reporters.escaping import terminal_safe
 from reslint.runner import Report
 from reslint.settings import Settings
 
@@ -46,7 +47,8 @@ def render_text(report: Report, settings: Settings, stream: TextIO) -> None:
         lines.append("")
     lines.extend(skipped_lines(report, settings.verbose))
     lines.append(summary_line(report, paint))
-    stream.write("\n".join(lines) + "\n")
+    styles = (BOLD, RESET, *SEVERITY_COLORS.values()) if paint.enabled else ()
+    stream.write("\n".join(terminal_safe(line, styles) for line in lines) + "\n")
 
 
 def finding_line(finding: Finding, paint: Painter) -> str:

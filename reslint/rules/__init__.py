@@ -23,6 +23,7 @@ from reslint.rules import (
     rl402_norm_over_sequence,
     rl403_norm_without_eps,
     rl501_ffn_without_activation,
+    rl904_analysis_limit,
 )
 from reslint.settings import Settings
 
@@ -41,6 +42,7 @@ FACT_RULES: dict[str, Rule] = {
     "RL402": rl402_norm_over_sequence.check,
     "RL403": rl403_norm_without_eps.check,
     "RL501": rl501_ffn_without_activation.check,
+    "RL904": rl904_analysis_limit.check,
 }
 
 

@@ -19,6 +19,38 @@ from reslint.static.index import (UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_
                                   string_value)
 
 MAX_INLINE_DEPTH = 12
+# The evaluator's budget: a checked file must not make it build huge values or do unbounded work
+# (`a = a * a` doubles an integer's size per line, `t = t + t` a tuple's length, helpers calling
+# the next one three times over 12 levels inline 3**12 calls). Going over a limit is reported (RL904).
+MAX_INTEGER_BITS = 4096
+MAX_SEQUENCE_LENGTH = 10_000
+MAX_STRING_LENGTH = 100_000
+MAX_STEPS_PER_FILE = 1_000_000  # expressions and statements evaluated, over every class of the file
+# Times one function may be inlined in one class's evaluation (transformers' largest files: 14);
+# beyond it, calls to it are opaque.
+MAX_INLINES_PER_FUNCTION = 200
+
+
+class BudgetExceeded(Exception):
+    """The file's work budget is spent: the evaluation of this class stops."""
+
+
+@dataclass(frozen=True)
+class LimitHit:
+    budget: str  # "integer size", "sequence length", "string length", "inlining fan-out", "work per file"
+    line: int
+    column: int
+
+
+class FileBudget:
+    """What evaluating one file's classes may still cost, shared by all its evaluators."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.hits: dict[str, LimitHit] = {}  # budget -> where it was first hit
+
+    def hit(self, budget: str, line: int, column: int) -> None:
+        self.hits.setdefault(budget, LimitHit(budget, line, column))
 
 
 # ----- abstract values ------------------------------------------------------------
@@ -108,6 +140,8 @@ class Scope:
 class Evaluator:
     def __init__(self, index: FileIndex, positions, path: str):
         self.index = index
+        self.budget = file_budget(index)
+        self.inlined: dict[int, int] = {}  # id of a FunctionDef -> times inlined
         self.positions = positions
         self.path = path
         self.graph = Graph()
@@ -260,7 +294,29 @@ class Evaluator:
                 return False
         return True
 
+    def spend(self, where: cst.CSTNode) -> None:
+        self.budget.steps += 1
+        if self.budget.steps > MAX_STEPS_PER_FILE:
+            self.budget.hit("work per file", *self.position(where))
+            raise BudgetExceeded
+
+    def bounded(self, value, where: cst.CSTNode):
+        """`value`, or Unknown (with the limit noted) when it is a number, tuple or string too big to keep."""
+        budget = None
+        if isinstance(value, Const):
+            if isinstance(value.value, int) and value.value.bit_length() > MAX_INTEGER_BITS:
+                budget = "integer size"
+            elif isinstance(value.value, str) and len(value.value) > MAX_STRING_LENGTH:
+                budget = "string length"
+        elif isinstance(value, TupleValue) and len(value.items) > MAX_SEQUENCE_LENGTH:
+            budget = "sequence length"
+        if budget is None:
+            return value
+        self.budget.hit(budget, *self.position(where))
+        return UNKNOWN_VALUE
+
     def _run_statement(self, statement, scope: Scope) -> bool:
+        self.spend(statement)
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if not self._run_small(small, scope):
@@ -510,10 +566,11 @@ class Evaluator:
     def eval(self, expr, scope: Scope):
         if expr is None:
             return Const(None)
+        self.spend(expr)
         handler = getattr(self, "eval_" + type(expr).__name__, None)
         if handler is None:
             return UNKNOWN_VALUE
-        return handler(expr, scope)
+        return self.bounded(handler(expr, scope), expr)
 
     def eval_Name(self, expr: cst.Name, scope: Scope):
         name = expr.value
@@ -723,11 +780,13 @@ class Evaluator:
     def binary(self, operator: str, operands: list, where, scope: Scope):
         values = [value for value, _ in operands]
         if all(isinstance(v, Const) and isinstance(v.value, (int, float)) for v in values):
-            return self._fold_binary(operator, [v.value for v in values])
+            return self.bounded(self._fold_binary(operator, [v.value for v in values]), where)
         if any(isinstance(v, TupleValue) for v in values) and operator == "add":
             items = ()
             for value in values:
                 items += value.items if isinstance(value, TupleValue) else (value,)
+                if len(items) > MAX_SEQUENCE_LENGTH:
+                    return self.bounded(TupleValue(items), where)
             return TupleValue(items)
         if not any(isinstance(v, Node) for v in values):
             return SHAPE if any(isinstance(v, Shape) for v in values) else UNKNOWN_VALUE
@@ -743,6 +802,8 @@ class Evaluator:
             for number in numbers[1:]:
                 if operator == "pow" and not small_power(result, number):
                     return UNKNOWN_VALUE
+                if isinstance(result, int) and result.bit_length() > MAX_INTEGER_BITS:
+                    return Const(result)  # too big already: `bounded` notes it, nothing more is computed
                 result = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
                           "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}[operator](result, number)
             return Const(result)
@@ -801,8 +862,11 @@ class Evaluator:
         return self.eval(callee.node.body, inner)
 
     def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope):
-        if scope.depth >= MAX_INLINE_DEPTH or any(f.kind == "function" and f.name == func.name.value
-                                                  for f in scope.frames):
+        self.inlined[id(func)] = self.inlined.get(id(func), 0) + 1
+        if self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION:
+            self.budget.hit("inlining fan-out", *self.position(where))
+        if scope.depth >= MAX_INLINE_DEPTH or self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION or any(
+                f.kind == "function" and f.name == func.name.value for f in scope.frames):
             inputs = self._data_args(args, kwargs)
             return self.new("func", inputs, where, scope, name=func.name.value) if inputs else UNKNOWN_VALUE
         frames = scope.frames + (Frame("function", func.name.value),)
@@ -1065,3 +1129,17 @@ def _rooted_at_self(node: cst.BaseExpression) -> bool:
     while isinstance(node, cst.Attribute):
         node = node.value
     return isinstance(node, cst.Name) and node.value == "self"
+
+
+def file_budget(index: FileIndex) -> FileBudget:
+    """The budget of the file `index` describes (created with the first evaluator of the file)."""
+    budget = getattr(index, "evaluation_budget", None)
+    if budget is None:
+        budget = index.evaluation_budget = FileBudget()
+    return budget
+
+
+def budget_limits() -> dict[str, int]:
+    return {"integer size": MAX_INTEGER_BITS, "sequence length": MAX_SEQUENCE_LENGTH,
+            "string length": MAX_STRING_LENGTH, "inlining fan-out": MAX_INLINES_PER_FUNCTION,
+            "work per file": MAX_STEPS_PER_FILE}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
+from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
 from reslint.static import torch_api
 from itertools import product
 
-from reslint.static.dataflow import Evaluator
+from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms, is_layer_norm
@@ -70,13 +70,18 @@ class StaticExtractor:
                 self.graphs.setdefault(info.name, graph)
                 self._collect(graph, assumed)
         self._finish(module_classes, outermost)
+        self.facts.limits = [AnalysisLimit(Span(self.path, hit.line, hit.column), hit.budget, budget_limits()[hit.budget])
+                             for hit in file_budget(self.index).hits.values()]
         return self.facts
 
     def _evaluations(self, info: ClassInfo, norm_kinds):
         """One graph per assignment of the configuration flags the forward branches on (at most two flags)."""
         evaluator = Evaluator(self.index, self.positions, self.path)
         evaluator.norm_class_kinds = norm_kinds
-        graph = evaluator.evaluate_class(info)
+        try:  # over the file's work budget: this class yields no graph, the facts found so far stand (RL904)
+            graph = evaluator.evaluate_class(info)
+        except BudgetExceeded:
+            return
         flags = sorted(evaluator.undecided, key=_placement_flag_first)[:2]
         if not flags:
             yield graph, ()
@@ -85,8 +90,11 @@ class StaticExtractor:
             assumed = Evaluator(self.index, self.positions, self.path)
             assumed.norm_class_kinds = norm_kinds
             assumed.assumptions = dict(zip(flags, values))
-            yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
-                                                      for flag, value in zip(flags, values))
+            try:
+                graph = assumed.evaluate_class(info)
+            except BudgetExceeded:
+                return
+            yield graph, tuple((("flag", flag), 0 if value else 1) for flag, value in zip(flags, values))
 
     def _collect(self, graph: Graph, assumed: tuple) -> None:
         for norm in find_hand_written_norms(graph):
