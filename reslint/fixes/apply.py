@@ -1,0 +1,242 @@
+"""Plan, check and apply fixes: what `--fix`, `--unsafe-fixes`, `--diff` and `--fix-only` do.
+
+A rewrite is offered only when it is checked: the result compiles, changes nothing outside the
+finding's class, and re-checking it (static engine, the same suppressions and selection) reports
+everything it reported before except that finding, and nothing new. Several fixes of one file
+are applied one after the other, re-parsing and re-checking between them. When fixes are
+written in a full (traced) check, the whole edited file is also traced again and must give the
+same findings minus the fixed ones: a model that no longer builds or traces, or that the trace
+engine now judges differently, keeps its file unfixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from reslint.discovery import SourceFile, root_relative
+from reslint.findings import Finding
+from reslint.fixes import Edit, Fix, fixer
+from reslint.fixes.source import Source, owner_class
+from reslint.settings import Settings
+
+
+@dataclass
+class FileFix:
+    """The fixed text of one file and the findings (of its original text) the fixes repair."""
+
+    display: str
+    path: str
+    before: str
+    after: str
+    fixed: list[Finding] = field(default_factory=list)
+    refused: str = ""  # why the checked fixes were dropped (the traced re-check disagreed)
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
+                                            fromfile=self.display, tofile=self.display))
+
+
+def fix_allowed(code: str, settings: Settings, unsafe: bool) -> bool:
+    module = fixer(code)
+    if module is None or not configured_fixable(code, settings):
+        return False
+    return module.SAFE or unsafe
+
+
+def configured_fixable(code: str, settings: Settings) -> bool:
+    fixable = settings.fixable
+    return (not fixable or code in fixable) and code not in settings.unfixable
+
+
+def with_fixes(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """The findings, each with the checked fix that would repair it on its own (`Finding.fix`)."""
+    by_path: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if fix_allowed(finding.code, settings, unsafe=True):
+            by_path.setdefault(finding.path, []).append(finding)
+    offered: dict[int, Fix] = {}
+    for display, wanted in by_path.items():
+        text = read_text(display)
+        if text is None:
+            continue
+        base = recheck(display, text, settings)
+        for finding in wanted:
+            target = counterpart(finding, base)
+            new = attempt(display, text, target, base, settings) if target else None
+            if new is not None:
+                module = fixer(finding.code)
+                offered[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, new))
+    return [dataclasses.replace(finding, fix=offered[id(finding)]) if id(finding) in offered else finding
+            for finding in findings]
+
+
+def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool) -> list[FileFix]:
+    """For each file with fixable findings, its text with every allowed, checked fix applied."""
+    paths = sorted({finding.path for finding in findings if fix_allowed(finding.code, settings, unsafe)})
+    planned = []
+    for display in paths:
+        text = read_text(display)
+        if text is None:
+            continue
+        fixed_file = fix_file(display, text, settings, unsafe)
+        if fixed_file.fixed and not settings.static:
+            still_traces(fixed_file, settings)
+        if fixed_file.fixed or fixed_file.refused:
+            planned.append(fixed_file)
+    return planned
+
+
+def fix_file(display: str, text: str, settings: Settings, unsafe: bool) -> FileFix:
+    result = FileFix(display, os.path.abspath(display), text, text)
+    current, findings = text, recheck(display, text, settings)
+    refused: set[tuple] = set()
+    while True:
+        target = next((finding for finding in findings if key(finding) not in refused
+                       and fix_allowed(finding.code, settings, unsafe)), None)
+        if target is None:
+            return result
+        new = attempt(display, current, target, findings, settings)
+        if new is None:
+            refused.add(key(target))
+            continue
+        result.fixed.append(target)
+        current, findings = new, recheck(display, new, settings)
+        result.after = current
+
+
+def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings) -> str | None:
+    """The file's text with `finding` fixed, or None when there is no fix or it does not check out."""
+    try:
+        source = Source(text)
+        new = fixer(finding.code).fix(source, finding)
+    except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
+        return None
+    if new is None or new == text or not compiles(new, display) or not inside_owner(source, text, new, finding):
+        return None
+    after = recheck(display, new, settings)
+    if Counter(map(key, after)) != Counter(map(key, base)) - Counter([key(finding)]):
+        return None
+    return new
+
+
+def key(finding: Finding) -> tuple:
+    return finding.code, finding.symbol, finding.message
+
+
+def counterpart(finding: Finding, base: list[Finding]) -> Finding | None:
+    """The static re-check's finding for a reported one (the trace engine's may word it differently)."""
+    same = [other for other in base if other.code == finding.code and other.symbol == finding.symbol]
+    return next((other for other in same if other.line == finding.line), same[0] if same else None)
+
+
+def compiles(text: str, display: str) -> bool:
+    try:
+        compile(text, display, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def inside_owner(source: Source, before: str, after: str, finding: Finding) -> bool:
+    """Whether every changed line lies in the class the finding is about."""
+    cls = source.class_def(owner_class(finding))
+    if cls is None:
+        return False
+    lines = source.lines(cls)
+    matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal" and not (lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop):
+            return False
+    return True
+
+
+def edits(before: str, after: str) -> tuple[Edit, ...]:
+    """Whole-line replacements that turn `before` into `after`, in `before`'s coordinates."""
+    old, new = before.splitlines(True), after.splitlines(True)
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return tuple(Edit(i1 + 1, 1, i2 + 1, 1, "".join(new[j1:j2]))
+                 for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+
+def recheck(display: str, text: str, settings: Settings) -> list[Finding]:
+    """What the static engine reports for `text` as the file `display`, after suppressions and filters."""
+    from reslint.analysis import analyze_file
+    from reslint.runner import is_reported
+    from reslint.suppression import filter_suppressed
+
+    static = dataclasses.replace(settings, static=True, cache=False)
+    result = analyze_file(display, text.encode("utf-8"), static)
+    return reported(display, filter_suppressed(result.findings, text), settings)
+
+
+def reported(display: str, findings: list[Finding], settings: Settings) -> list[Finding]:
+    from reslint.runner import dedupe, is_reported
+
+    absolute = os.path.abspath(display)
+    source = SourceFile(absolute, display, root_relative(absolute, settings.root))
+    kept = [finding for finding in findings if is_reported(finding, source, settings)]
+    return dedupe(sorted(kept, key=lambda finding: finding.sort_key))
+
+
+def still_traces(fixed_file: FileFix, settings: Settings) -> None:
+    """Trace the edited file (a temporary sibling, so its imports resolve as before) and the
+    original; unless the edited one gives the original's findings minus the fixed ones, drop the fixes."""
+    before = traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
+    directory = os.path.dirname(fixed_file.path)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=directory)
+    except OSError as error:
+        return refuse(fixed_file, f"cannot write a temporary file next to it to trace the fixed code: {error.strerror}")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(fixed_file.after)
+        after = traced(fixed_file.display, temporary, fixed_file.after, settings)
+    finally:
+        os.unlink(temporary)
+    expected = Counter(map(place_key, before)) - Counter(map(place_key, fixed_file.fixed))
+    if Counter(map(place_key, after)) != expected:
+        added = sorted(f"{code} in {symbol or 'the file'}" for code, symbol in Counter(map(place_key, after)) - expected)
+        refuse(fixed_file, "the traced re-check of the fixed file "
+               + (f"reports {', '.join(added)}" if added else "does not match the static one"))
+
+
+def refuse(fixed_file: FileFix, reason: str) -> None:
+    fixed_file.fixed = []
+    fixed_file.after = fixed_file.before
+    fixed_file.refused = reason
+
+
+def traced(display: str, path: str, text: str, settings: Settings) -> list[Finding]:
+    from reslint.analysis import analyze_file
+    from reslint.suppression import filter_suppressed
+
+    full = dataclasses.replace(settings, static=False, cache=False)
+    result = analyze_file(display, text.encode("utf-8"), full, source_path=path)
+    return reported(display, filter_suppressed(result.findings, text), settings)
+
+
+def place_key(finding: Finding) -> tuple:
+    return finding.code, finding.symbol
+
+
+def read_text(display: str) -> str | None:
+    """The file as text (UTF-8, as the fixes write it back), or None: not fixable."""
+    try:
+        with open(display, "rb") as handle:
+            data = handle.read()
+        return data.decode("utf-8") if not data.startswith(b"\xef\xbb\xbf") else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def write(fixed_files: list[FileFix]) -> None:
+    for fixed_file in fixed_files:
+        if fixed_file.fixed:
+            with open(fixed_file.path, "w", encoding="utf-8", newline="") as stream:
+                stream.write(fixed_file.after)

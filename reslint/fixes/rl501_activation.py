@@ -1,0 +1,7 @@
+"""placeholder"""
+SAFE = False
+TITLE = ""
+
+
+def fix(source, finding):
+    return None
