@@ -92,3 +92,34 @@ def self_attributes(cls: cst.ClassDef) -> dict[str, cst.Assign]:
                 if target.startswith("self.") and target.count(".") == 1:
                     found.setdefault(target[5:], small)
     return found
+
+
+def module_alias(module: cst.Module, target: str) -> str | None:
+    """The name the file binds the module `target` (e.g. "torch.nn.functional") to, if any."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if alias.asname is not None and name == target:
+                        return dotted(alias.asname.name)
+                    if alias.asname is None and name == target and "." not in target:
+                        return target
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative \
+                    and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    if f"{dotted(small.module)}.{dotted(alias.name)}" == target:
+                        return dotted(alias.asname.name) if alias.asname is not None else dotted(alias.name)
+    return None
+
+
+def spelled(module: cst.Module, target: str) -> str | None:
+    """How the file can write the dotted name `target` ("torch.nn.functional.gelu") with its own imports."""
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        alias = module_alias(module, ".".join(parts[:cut]))
+        if alias is not None:
+            return ".".join([alias, *parts[cut:]])
+    return None
