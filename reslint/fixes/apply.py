@@ -20,10 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reslint.discovery import SourceFile, root_relative
-from reslint.findings import Finding
+from reslint.findings import Finding, ModelSummary
 from reslint.fixes import Edit, Fix, fixer
 from reslint.fixes.source import Source, owner_class
 from reslint.settings import Settings
+
+LINKED = ("RL301",)  # findings of the project stage, not of the file's own analysis
 
 
 @dataclass
@@ -54,8 +56,11 @@ def configured_fixable(code: str, settings: Settings) -> bool:
     return (not fixable or code in fixable) and code not in settings.unfixable
 
 
-def with_fixes(findings: list[Finding], settings: Settings) -> list[Finding]:
-    """The findings, each with the checked fix that would repair it on its own (`Finding.fix`)."""
+def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSummary] = ()) -> list[Finding]:
+    """The findings, each with the checked fix that would repair it on its own (`Finding.fix`).
+
+    In a full check, a file's fixes are offered only when the file with all of them applied still
+    traces as before (`models`: the report's summaries, what it traced before)."""
     by_path: dict[str, list[Finding]] = {}
     for finding in findings:
         if fix_allowed(finding.code, settings, unsafe=True):
@@ -66,12 +71,19 @@ def with_fixes(findings: list[Finding], settings: Settings) -> list[Finding]:
         if text is None:
             continue
         base = recheck(display, text, settings)
+        fixes = {}
         for finding in wanted:
             target = counterpart(finding, base)
             new = attempt(display, text, target, base, settings) if target else None
             if new is not None:
                 module = fixer(finding.code)
-                offered[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, new))
+                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, new))
+        if fixes and not settings.static:
+            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
+                      [model for model in models if model.path == display])
+            if not still_traces(fix_file(display, text, settings, unsafe=True), settings, before):
+                fixes = {}
+        offered.update(fixes)
     return [dataclasses.replace(finding, fix=offered[id(finding)]) if id(finding) in offered else finding
             for finding in findings]
 
@@ -184,10 +196,13 @@ def reported(display: str, findings: list[Finding], settings: Settings) -> list[
     return dedupe(sorted(kept, key=lambda finding: finding.sort_key))
 
 
-def still_traces(fixed_file: FileFix, settings: Settings) -> None:
+def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | None = None) -> bool:
     """Trace the edited file (a temporary sibling, so its imports resolve as before) and the
-    original; unless the edited one gives the original's findings minus the fixed ones, drop the fixes."""
-    before = traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
+    original (unless `before_run` has its findings and models); unless every model builds and traces
+    as before and the edited file gives the original's findings minus the fixed ones, drop the fixes."""
+    if not fixed_file.fixed:
+        return True
+    before, before_models = before_run or traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
     directory = os.path.dirname(fixed_file.path)
     try:
         handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=directory)
@@ -196,29 +211,41 @@ def still_traces(fixed_file: FileFix, settings: Settings) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(fixed_file.after)
-        after = traced(fixed_file.display, temporary, fixed_file.after, settings)
+        after, after_models = traced(fixed_file.display, temporary, fixed_file.after, settings)
     finally:
         os.unlink(temporary)
+    engines = {model.name: model.engine for model in before_models}
+    for model in after_models:
+        failures = [note for note in model.notes if "failed" in note and note not in before_notes(before_models, model.name)]
+        if model.engine != engines.get(model.name, model.engine) or failures:
+            problem = failures[0] if failures else f"{model.engine} instead of {engines[model.name]}"
+            return refuse(fixed_file, f"`{model.name}` no longer traces as before once fixed ({problem})")
     expected = Counter(map(place_key, before)) - Counter(map(place_key, fixed_file.fixed))
     if Counter(map(place_key, after)) != expected:
         added = sorted(f"{code} in {symbol or 'the file'}" for code, symbol in Counter(map(place_key, after)) - expected)
-        refuse(fixed_file, "the traced re-check of the fixed file "
-               + (f"reports {', '.join(added)}" if added else "does not match the static one"))
+        return refuse(fixed_file, "the traced re-check of the fixed file "
+                      + (f"reports {', '.join(added)}" if added else "does not match the static one"))
+    return True
 
 
-def refuse(fixed_file: FileFix, reason: str) -> None:
+def before_notes(models, name: str) -> tuple[str, ...]:
+    return next((model.notes for model in models if model.name == name), ())
+
+
+def refuse(fixed_file: FileFix, reason: str) -> bool:
     fixed_file.fixed = []
     fixed_file.after = fixed_file.before
     fixed_file.refused = reason
+    return False
 
 
-def traced(display: str, path: str, text: str, settings: Settings) -> list[Finding]:
+def traced(display: str, path: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
     from reslint.analysis import analyze_file
     from reslint.suppression import filter_suppressed
 
     full = dataclasses.replace(settings, static=False, cache=False)
     result = analyze_file(display, text.encode("utf-8"), full, source_path=path)
-    return reported(display, filter_suppressed(result.findings, text), settings)
+    return reported(display, filter_suppressed(result.findings, text), settings), result.models
 
 
 def place_key(finding: Finding) -> tuple:

@@ -30,7 +30,7 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
     their own) and, for --diff, the exit status. Every finding of the returned report carries its fix."""
     settings = report.settings
     if not options.rewrites:
-        report.findings = with_fixes(report.findings, settings)
+        report.findings = with_fixes(report.findings, settings, report.models)
         return report, None
     planned = plan(report.findings, settings, options.unsafe)
     for fixed_file in planned:
@@ -48,6 +48,6 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
         click.echo(f"Fixed {plural(count, 'finding')}.")
         return None, 0
     remaining = check_again() if count else report
-    remaining.findings = with_fixes(remaining.findings, remaining.settings)
+    remaining.findings = with_fixes(remaining.findings, remaining.settings, remaining.models)
     remaining.fixed = count
     return remaining, None

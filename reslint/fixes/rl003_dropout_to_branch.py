@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from reslint.findings import Finding
@@ -15,7 +17,9 @@ def fix(source: Source, finding: Finding) -> str | None:
     add = next((node for node in source.at(finding, cst.BinaryOperation) if isinstance(node.operator, cst.Add)), None)
     if add is None:
         return None
-    dropped = [side for side in ("left", "right") if dropout_input(getattr(add, side)) is not None]
+    named = re.match(r"[^`]*`([^`]+)`", finding.message)
+    dropped = [side for side in ("left", "right") if dropout_input(getattr(add, side)) is not None
+               and (named is None or code_of(getattr(add, side)) == named.group(1))]
     if len(dropped) != 1:
         return None
     skip_side = dropped[0]

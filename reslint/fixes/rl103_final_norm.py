@@ -85,6 +85,7 @@ def final_norm(source: Source, cls: cst.ClassDef, stack: cst.Assign) -> str | No
     rewritten = norm.visit(Substitute(arguments))
     allowed = model_names(source, cls)
     attributes = {id(node.attr) for node in walk(rewritten) if isinstance(node, cst.Attribute)}
+    attributes |= {id(node.keyword) for node in walk(rewritten) if isinstance(node, cst.Arg) and node.keyword}
     free = {node.value for node in walk(rewritten) if isinstance(node, cst.Name) and id(node) not in attributes}
     return code_of(rewritten) if free <= allowed else None
 
@@ -114,6 +115,9 @@ class Substitute(cst.CSTTransformer):
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         return updated.with_changes(attr=original.attr)  # only the base of `a.b` is a name to bind
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)  # `eps=` names a parameter, not a value
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self.arguments.get(original.value, updated)

@@ -80,9 +80,9 @@ def with_eps_attribute(cls: cst.ClassDef) -> cst.ClassDef | None:
         new_init = cst.parse_statement(f"def __init__(self, eps={DEFAULT_EPS}):\n    super().__init__()\n    self.eps = eps\n")
         body = list(cls.body.body)
         at = 1 if body and is_docstring(body[0]) else 0
-        if at < len(body):
-            body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine(indent=False)]) if not body[at].leading_lines else body[at]
-        body.insert(at, new_init)
+        if at < len(body) and not body[at].leading_lines:
+            body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        body.insert(at, new_init.with_changes(leading_lines=[cst.EmptyLine(indent=False)] if at else []))
         return cls.with_changes(body=cls.body.with_changes(body=body))
     params = init.params
     if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.star_kwarg is not None or params.kwonly_params \
