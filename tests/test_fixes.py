@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -232,3 +233,14 @@ def test_fixes_touch_only_the_files_that_need_them(tmp_path):
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == after("RL401")
     assert (tmp_path / "b.py").read_text(encoding="utf-8") == before("refused")
     assert result.stdout.splitlines()[-1] == "3 fixed, 4 remaining."
+
+
+@pytest.mark.parametrize("code", [*SAFE_RULES, *UNSAFE_RULES])
+def test_rule_page_fix_section_shows_what_diff_prints_for_its_bad_example(tmp_path, code):
+    page = (REPO_ROOT / "rules" / f"{code}.md").read_text(encoding="utf-8")
+    bad = re.search(r"^## Bad\n.*?```python\n(.*?)```", page, flags=re.S | re.M).group(1)
+    shown = re.search(r"^## Fix\n.*?```diff\n(.*?)```", page, flags=re.S | re.M).group(1)
+    (tmp_path / "example.py").write_text(bad, encoding="utf-8")
+    result = run_reslint(*STATIC, "--diff", "--unsafe-fixes", "example.py", cwd=tmp_path)
+    assert result.stdout == shown
+    assert ("**safe**" in page) == (code in SAFE_RULES) and ("**unsafe**" in page) == (code in UNSAFE_RULES)
