@@ -18,7 +18,7 @@ from cli_support import REPO_ROOT, run_reslint
 
 FIXES = REPO_ROOT / "fixtures" / "fixes"
 SAFE_RULES = ("RL003", "RL401", "RL403")
-UNSAFE_RULES = ("RL103", "RL501")
+UNSAFE_RULES = ("RL103", "RL201", "RL501")
 STATIC = ("check", "--static", "--no-cache", "--jobs", "1")
 
 
@@ -169,7 +169,7 @@ def test_unknown_code_in_unfixable_is_a_one_line_config_error(tmp_path):
     assert result.stderr.count("\n") == 1 and "tool.reslint.unfixable" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["RL103", "RL501", "composed"])
+@pytest.mark.parametrize("name", ["RL103", "RL201", "RL501", "composed"])
 def test_models_still_build_and_trace_after_the_unsafe_fixes(tmp_path, name):
     """The full check fixes (its traced re-check passes) and the fixed file's models are traced."""
     model = project(tmp_path, name)

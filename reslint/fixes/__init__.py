@@ -15,6 +15,7 @@ from types import ModuleType
 FIXERS = {
     "RL003": "reslint.fixes.rl003_dropout_to_branch",
     "RL103": "reslint.fixes.rl103_final_norm",
+    "RL201": "reslint.fixes.rl201_layernorm",
     "RL401": "reslint.fixes.rl401_biased_variance",
     "RL403": "reslint.fixes.rl403_eps",
     "RL501": "reslint.fixes.rl501_activation",

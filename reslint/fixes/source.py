@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from reslint.findings import Finding
 
@@ -17,9 +17,14 @@ class Source:
         self.wrapper = MetadataWrapper(cst.parse_module(text))
         self.module = self.wrapper.module
         self.positions = self.wrapper.resolve(PositionProvider)
+        self.parents = self.wrapper.resolve(ParentNodeProvider)
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
         position = self.positions[node].start
+        return position.line, position.column
+
+    def end(self, node: cst.CSTNode) -> tuple[int, int]:
+        position = self.positions[node].end
         return position.line, position.column
 
     def lines(self, node: cst.CSTNode) -> range:
