@@ -16,6 +16,7 @@ FIXERS = {
     "RL003": "reslint.fixes.rl003_dropout_to_branch",
     "RL103": "reslint.fixes.rl103_final_norm",
     "RL201": "reslint.fixes.rl201_layernorm",
+    "RL301": "reslint.fixes.rl301_warmup",
     "RL401": "reslint.fixes.rl401_biased_variance",
     "RL403": "reslint.fixes.rl403_eps",
     "RL501": "reslint.fixes.rl501_activation",

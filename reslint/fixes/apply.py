@@ -11,12 +11,13 @@ engine now judges differently, keeps its file unfixed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from reslint.discovery import SourceFile, root_relative
@@ -70,18 +71,22 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         text = read_text(display)
         if text is None:
             continue
-        base = recheck(display, text, settings)
+        linked = any(finding.code in LINKED for finding in wanted)
+        try:
+            base = recheck(display, text, settings, linked)
+        except OSError:
+            continue
         fixes = {}
         for finding in wanted:
             target = counterpart(finding, base)
-            new = attempt(display, text, target, base, settings) if target else None
+            new = attempt(display, text, target, base, settings, linked) if target else None
             if new is not None:
                 module = fixer(finding.code)
                 fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, new))
         if fixes and not settings.static:
             before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
                       [model for model in models if model.path == display])
-            if not still_traces(fix_file(display, text, settings, unsafe=True), settings, before):
+            if not still_traces(fix_file(display, text, settings, unsafe=True, linked=linked), settings, before):
                 fixes = {}
         offered.update(fixes)
     return [dataclasses.replace(finding, fix=offered[id(finding)]) if id(finding) in offered else finding
@@ -90,13 +95,19 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
 
 def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool) -> list[FileFix]:
     """For each file with fixable findings, its text with every allowed, checked fix applied."""
+    findings = list(findings)
     paths = sorted({finding.path for finding in findings if fix_allowed(finding.code, settings, unsafe)})
     planned = []
     for display in paths:
         text = read_text(display)
         if text is None:
             continue
-        fixed_file = fix_file(display, text, settings, unsafe)
+        linked = any(finding.path == display and finding.code in LINKED for finding in findings)
+        try:
+            fixed_file = fix_file(display, text, settings, unsafe, linked)
+        except OSError as error:
+            planned.append(FileFix(display, os.path.abspath(display), text, text, refused=f"cannot check the fixes: {error}"))
+            continue
         if fixed_file.fixed and not settings.static:
             still_traces(fixed_file, settings)
         if fixed_file.fixed or fixed_file.refused:
@@ -104,34 +115,35 @@ def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool) -> list[
     return planned
 
 
-def fix_file(display: str, text: str, settings: Settings, unsafe: bool) -> FileFix:
+def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: bool = False) -> FileFix:
     result = FileFix(display, os.path.abspath(display), text, text)
-    current, findings = text, recheck(display, text, settings)
+    current, findings = text, recheck(display, text, settings, linked)
     refused: set[tuple] = set()
     while True:
         target = next((finding for finding in findings if key(finding) not in refused
                        and fix_allowed(finding.code, settings, unsafe)), None)
         if target is None:
             return result
-        new = attempt(display, current, target, findings, settings)
+        new = attempt(display, current, target, findings, settings, linked)
         if new is None:
             refused.add(key(target))
             continue
         result.fixed.append(target)
-        current, findings = new, recheck(display, new, settings)
+        current, findings = new, recheck(display, new, settings, linked)
         result.after = current
 
 
-def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings) -> str | None:
+def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings,
+            linked: bool = False) -> str | None:
     """The file's text with `finding` fixed, or None when there is no fix or it does not check out."""
     try:
         source = Source(text)
         new = fixer(finding.code).fix(source, finding)
     except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
         return None
-    if new is None or new == text or not compiles(new, display) or not inside_owner(source, text, new, finding):
+    if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
         return None
-    after = recheck(display, new, settings)
+    after = recheck(display, new, settings, linked)
     if Counter(map(key, after)) != Counter(map(key, base)) - Counter([key(finding)]):
         return None
     return new
@@ -155,12 +167,16 @@ def compiles(text: str, display: str) -> bool:
     return True
 
 
-def inside_owner(source: Source, before: str, after: str, finding: Finding) -> bool:
-    """Whether every changed line lies in the class the finding is about."""
-    cls = source.class_def(owner_class(finding))
-    if cls is None:
-        return False
-    lines = source.lines(cls)
+def inside_scope(source: Source, before: str, after: str, finding: Finding) -> bool:
+    """Whether every changed line lies in the class the finding is about (or the fixer's own `scope`)."""
+    own_scope = getattr(fixer(finding.code), "scope", None)
+    if own_scope is not None:
+        lines = own_scope(source, finding)
+    else:
+        cls = source.class_def(owner_class(finding))
+        if cls is None:
+            return False
+        lines = source.lines(cls)
     matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
     for tag, i1, i2, _, _ in matcher.get_opcodes():
         if tag != "equal" and not (lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop):
@@ -176,15 +192,35 @@ def edits(before: str, after: str) -> tuple[Edit, ...]:
                  for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
 
-def recheck(display: str, text: str, settings: Settings) -> list[Finding]:
-    """What the static engine reports for `text` as the file `display`, after suppressions and filters."""
+def recheck(display: str, text: str, settings: Settings, linked: bool = False) -> list[Finding]:
+    """What the static engine reports for `text` as the file `display`, after suppressions and filters;
+    `linked`: with the project stage's findings (RL301), for which the text is checked as a temporary
+    sibling of the file, so that its imports resolve as the file's do."""
     from reslint.analysis import analyze_file
-    from reslint.runner import is_reported
     from reslint.suppression import filter_suppressed
 
-    static = dataclasses.replace(settings, static=True, cache=False)
+    static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
+    if linked:
+        from reslint.runner import check_sources
+
+        with sibling(display, text) as temporary:
+            absolute = os.path.abspath(display)
+            report = check_sources([SourceFile(temporary, display, root_relative(absolute, settings.root))], static)
+        return [finding for finding in report.findings if finding.path == display]
     result = analyze_file(display, text.encode("utf-8"), static)
     return reported(display, filter_suppressed(result.findings, text), settings)
+
+
+@contextlib.contextmanager
+def sibling(display: str, text: str) -> Iterator[str]:
+    """`text` in a temporary file next to `display` (raises OSError when the directory is not writable)."""
+    handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=os.path.dirname(os.path.abspath(display)))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        yield temporary
+    finally:
+        os.unlink(temporary)
 
 
 def reported(display: str, findings: list[Finding], settings: Settings) -> list[Finding]:
@@ -203,17 +239,11 @@ def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | No
     if not fixed_file.fixed:
         return True
     before, before_models = before_run or traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
-    directory = os.path.dirname(fixed_file.path)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=directory)
+        with sibling(fixed_file.display, fixed_file.after) as temporary:
+            after, after_models = traced(fixed_file.display, temporary, fixed_file.after, settings)
     except OSError as error:
         return refuse(fixed_file, f"cannot write a temporary file next to it to trace the fixed code: {error.strerror}")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(fixed_file.after)
-        after, after_models = traced(fixed_file.display, temporary, fixed_file.after, settings)
-    finally:
-        os.unlink(temporary)
     engines = {model.name: model.engine for model in before_models}
     for model in after_models:
         failures = [note for note in model.notes if "failed" in note and note not in before_notes(before_models, model.name)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from reslint.findings import Finding
-from reslint.fixes.source import Source, code_of, dotted, method, self_attributes
+from reslint.fixes.source import InsertAfter, Source, code_of, dotted, method, self_attributes
 
 SAFE = False
 TITLE = "add a final norm after the last block"
@@ -135,23 +135,6 @@ def model_names(source: Source, cls: cst.ClassDef) -> set[str]:
                 for alias in small.names:
                     names.add(dotted(alias.asname.name) if alias.asname else dotted(alias.name).split(".")[0])
     return names | {"True", "False", "None", "int"}
-
-
-class InsertAfter(cst.CSTTransformer):
-    """Insert `addition(statement)` after each statement of the original tree it returns one for."""
-
-    def __init__(self, addition):
-        super().__init__()
-        self.addition = addition
-
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        body = []
-        for old, new in zip(original.body, updated.body):
-            body.append(new)
-            extra = self.addition(old)
-            if extra is not None:
-                body.append(extra)
-        return updated.with_changes(body=body)
 
 
 def walk(node: cst.CSTNode):

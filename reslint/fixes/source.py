@@ -128,3 +128,20 @@ def spelled(module: cst.Module, target: str) -> str | None:
         if alias is not None:
             return ".".join([alias, *parts[cut:]])
     return None
+
+
+class InsertAfter(cst.CSTTransformer):
+    """Insert `addition(statement)` after each statement of the original tree it returns one for."""
+
+    def __init__(self, addition):
+        super().__init__()
+        self.addition = addition
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = []
+        for old, new in zip(original.body, updated.body):
+            body.append(new)
+            extra = self.addition(old)
+            if extra is not None:
+                body.append(extra)
+        return updated.with_changes(body=body)
