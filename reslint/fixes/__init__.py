@@ -14,7 +14,9 @@ from types import ModuleType
 
 FIXERS = {
     "RL003": "reslint.fixes.rl003_dropout_to_branch",
+    "RL101": "reslint.fixes.rl101_pre_ln",
     "RL103": "reslint.fixes.rl103_final_norm",
+    "RL104": "reslint.fixes.rl104_pre_ln",
     "RL201": "reslint.fixes.rl201_layernorm",
     "RL301": "reslint.fixes.rl301_warmup",
     "RL401": "reslint.fixes.rl401_biased_variance",

@@ -1,8 +1,9 @@
 """Plan, check and apply fixes: what `--fix`, `--unsafe-fixes`, `--diff` and `--fix-only` do.
 
 A rewrite is offered only when it is checked: the result compiles, changes nothing outside the
-finding's class, and re-checking it (static engine, the same suppressions and selection) reports
-everything it reported before except that finding, and nothing new. Several fixes of one file
+finding's class (or the fixer's own `scope`), and re-checking it (static engine, the same
+suppressions and selection) no longer reports that finding and reports nothing new (a fix may
+repair more than its finding: RL101's also repairs the stack's RL104). Several fixes of one file
 are applied one after the other, re-parsing and re-checking between them. When fixes are
 written in a full (traced) check, the whole edited file is also traced again and must give the
 same findings minus the fixed ones: a model that no longer builds or traces, or that the trace
@@ -128,8 +129,13 @@ def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: 
         if new is None:
             refused.add(key(target))
             continue
-        result.fixed.append(target)
-        current, findings = new, recheck(display, new, settings, linked)
+        after = recheck(display, new, settings, linked)
+        gone = Counter(map(key, findings)) - Counter(map(key, after))  # the target, and what its fix also repaired
+        for finding in findings:
+            if gone[key(finding)] > 0:
+                gone[key(finding)] -= 1
+                result.fixed.append(finding)
+        current, findings = new, after
         result.after = current
 
 
@@ -144,8 +150,9 @@ def attempt(display: str, text: str, finding: Finding, base: list[Finding], sett
     if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
         return None
     after = recheck(display, new, settings, linked)
-    if Counter(map(key, after)) != Counter(map(key, base)) - Counter([key(finding)]):
-        return None
+    before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
+    if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:
+        return None  # the finding is still there, or the fix brought a new one
     return new
 
 
@@ -171,17 +178,14 @@ def inside_scope(source: Source, before: str, after: str, finding: Finding) -> b
     """Whether every changed line lies in the class the finding is about (or the fixer's own `scope`)."""
     own_scope = getattr(fixer(finding.code), "scope", None)
     if own_scope is not None:
-        lines = own_scope(source, finding)
+        scopes = own_scope(source, finding)
+        scopes = scopes if isinstance(scopes, list) else [scopes]
     else:
         cls = source.class_def(owner_class(finding))
-        if cls is None:
-            return False
-        lines = source.lines(cls)
+        scopes = [source.lines(cls)] if cls is not None else []
     matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag != "equal" and not (lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop):
-            return False
-    return True
+    return all(any(lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop for lines in scopes)
+               for tag, i1, i2, _, _ in matcher.get_opcodes() if tag != "equal")
 
 
 def edits(before: str, after: str) -> tuple[Edit, ...]:

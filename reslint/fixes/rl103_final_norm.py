@@ -27,6 +27,12 @@ def fix(source: Source, finding: Finding) -> str | None:
     loop = next(iter(source.at(finding, cst.For)), None) or innermost_loop(source, finding)
     if cls is None or loop is None or method(cls, "__init__") is None:
         return None
+    fixed = with_final_norm(source, cls, attribute, loop)
+    return source.module.deep_replace(cls, fixed).code if fixed is not None else None
+
+
+def with_final_norm(source: Source, cls: cst.ClassDef, attribute: str, loop: cst.For) -> cst.ClassDef | None:
+    """`cls` with a final norm built after `self.<attribute>` and applied after `loop`; None: not this form."""
     attributes = self_attributes(cls)
     stack = attributes.get(attribute)
     variable = reassigned(loop)
@@ -38,12 +44,13 @@ def fix(source: Source, finding: Finding) -> str | None:
         return None
     init_line = cst.parse_statement(f"self.{name} = {norm}\n")
     forward_line = cst.parse_statement(f"{variable} = self.{name}({variable})\n")
+
     def addition(statement: cst.CSTNode) -> cst.BaseStatement | None:
         if isinstance(statement, cst.SimpleStatementLine) and any(small is stack for small in statement.body):
             return init_line
         return forward_line if statement is loop else None
 
-    return source.module.deep_replace(cls, cls.visit(InsertAfter(addition))).code
+    return cls.visit(InsertAfter(addition))
 
 
 def innermost_loop(source: Source, finding: Finding) -> cst.For | None:
