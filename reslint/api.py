@@ -93,7 +93,8 @@ def check(
         verbose: Longer model summaries (e.g. which schedule counts as warmup, and why).
 
     Returns:
-        The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore), per-model
+        The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore, each with the
+        checked fix that would repair it, `Finding.fix`, or None), per-model
         summaries, the number of files checked, and files reslint itself failed on (`internal_errors`).
 
     Raises:
@@ -122,6 +123,9 @@ def check(
         if not static:
             require_torch()
         report = check_sources(discovery.sources, settings)
+        from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+
+        report.findings = with_fixes(report.findings, settings, report.models)
     report.skipped = discovery.skipped
     report.settings = settings
     return report

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import click
 
-from reslint.fixes.apply import plan, with_fixes, write
+from reslint.fixes.apply import plan, write
 from reslint.reporters.common import plural
 from reslint.runner import Report
 
@@ -27,10 +27,9 @@ class FixOptions:
 
 def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Report]) -> tuple[Report, int | None]:
     """Apply or show the fixes; the report to print (None for --diff and --fix-only, which print
-    their own) and, for --diff, the exit status. Every finding of the returned report carries its fix."""
+    their own) and, for --diff, the exit status. (`check_again`: the check after writing the fixes.)"""
     settings = report.settings
     if not options.rewrites:
-        report.findings = with_fixes(report.findings, settings, report.models)
         return report, None
     planned = plan(report.findings, settings, options.unsafe)
     for fixed_file in planned:
@@ -48,6 +47,5 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
         click.echo(f"Fixed {plural(count, 'finding')}.")
         return None, 0
     remaining = check_again() if count else report
-    remaining.findings = with_fixes(remaining.findings, remaining.settings, remaining.models)
     remaining.fixed = count
     return remaining, None
