@@ -297,7 +297,12 @@ def read_text(display: str) -> str | None:
 
 
 def write(fixed_files: list[FileFix]) -> None:
+    from reslint.errors import ReslintError
+
     for fixed_file in fixed_files:
         if fixed_file.fixed:
-            with open(fixed_file.path, "w", encoding="utf-8", newline="") as stream:
-                stream.write(fixed_file.after)
+            try:
+                with open(fixed_file.path, "w", encoding="utf-8", newline="") as stream:
+                    stream.write(fixed_file.after)
+            except OSError as error:
+                raise ReslintError(f"cannot write the fixes to {fixed_file.display}: {error.strerror or error}") from None
