@@ -89,7 +89,7 @@ def check(
     if statistics and output_format not in ("text", "json"):
         raise UsageFailure("--statistics works with --output-format text or json")
 
-    def run_check() -> api.Report:
+    def run_check(fixes: bool = True) -> api.Report:
         return api.check(
             paths or (".",),
             static=static,
@@ -103,12 +103,14 @@ def check(
             jobs=jobs,
             cache=not no_cache,
             verbose=verbose,
+            fixes=fixes,
         )
 
     from reslint.fixes.command import FixOptions, fix_report
 
     try:
-        report, status = fix_report(run_check(), FixOptions(fix, unsafe_fixes, diff, fix_only), run_check)
+        options = FixOptions(fix, unsafe_fixes, diff, fix_only)
+        report, status = fix_report(run_check(fixes=not options.rewrites), options, run_check)
     except ReslintError as error:
         raise UsageFailure(str(error)) from None
     if report is None:

@@ -94,8 +94,9 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
             for finding in findings]
 
 
-def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool) -> list[FileFix]:
-    """For each file with fixable findings, its text with every allowed, checked fix applied."""
+def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: list[ModelSummary] = ()) -> list[FileFix]:
+    """For each file with fixable findings, its text with every allowed, checked fix applied
+    (`models`: the check's summaries, what it traced before)."""
     findings = list(findings)
     paths = sorted({finding.path for finding in findings if fix_allowed(finding.code, settings, unsafe)})
     planned = []
@@ -110,7 +111,9 @@ def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool) -> list[
             planned.append(FileFix(display, os.path.abspath(display), text, text, refused=f"cannot check the fixes: {error}"))
             continue
         if fixed_file.fixed and not settings.static:
-            still_traces(fixed_file, settings)
+            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
+                      [model for model in models if model.path == display])
+            still_traces(fixed_file, settings, before)
         if fixed_file.fixed or fixed_file.refused:
             planned.append(fixed_file)
     return planned

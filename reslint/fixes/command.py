@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import click
 
-from reslint.fixes.apply import plan, write
+from reslint.fixes.apply import plan, with_fixes, write
 from reslint.reporters.common import plural
 from reslint.runner import Report
 
@@ -31,7 +31,7 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
     settings = report.settings
     if not options.rewrites:
         return report, None
-    planned = plan(report.findings, settings, options.unsafe)
+    planned = plan(report.findings, settings, options.unsafe, report.models)
     for fixed_file in planned:
         if fixed_file.refused:
             click.echo(f"reslint: warning: not fixing {fixed_file.display}: {fixed_file.refused}", err=True)
@@ -46,6 +46,10 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
     if options.fix_only:
         click.echo(f"Fixed {plural(count, 'finding')}.")
         return None, 0
-    remaining = check_again() if count else report
+    if count:
+        remaining = check_again()
+    else:  # nothing written: the same findings, now with the fixes they offer
+        remaining = report
+        remaining.findings = with_fixes(report.findings, settings, report.models)
     remaining.fixed = count
     return remaining, None
