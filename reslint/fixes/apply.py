@@ -80,10 +80,10 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         fixes = {}
         for finding in wanted:
             target = counterpart(finding, base)
-            new = attempt(display, text, target, base, settings, linked) if target else None
-            if new is not None:
+            checked = attempt(display, text, target, base, settings, linked) if target else None
+            if checked is not None:
                 module = fixer(finding.code)
-                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, new))
+                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, checked[0]))
         if fixes and not settings.static:
             before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
                       [model for model in models if model.path == display])
@@ -128,11 +128,11 @@ def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: 
                        and fix_allowed(finding.code, settings, unsafe)), None)
         if target is None:
             return result
-        new = attempt(display, current, target, findings, settings, linked)
-        if new is None:
+        checked = attempt(display, current, target, findings, settings, linked)
+        if checked is None:
             refused.add(key(target))
             continue
-        after = recheck(display, new, settings, linked)
+        new, after = checked
         gone = Counter(map(key, findings)) - Counter(map(key, after))  # the target, and what its fix also repaired
         for finding in findings:
             if gone[key(finding)] > 0:
@@ -143,8 +143,9 @@ def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: 
 
 
 def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings,
-            linked: bool = False) -> str | None:
-    """The file's text with `finding` fixed, or None when there is no fix or it does not check out."""
+            linked: bool = False) -> tuple[str, list[Finding]] | None:
+    """The file's text with `finding` fixed and what re-checking it reports; None when there is no
+    fix or it does not check out."""
     try:
         source = Source(text)
         new = fixer(finding.code).fix(source, finding)
@@ -156,7 +157,7 @@ def attempt(display: str, text: str, finding: Finding, base: list[Finding], sett
     before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
     if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:
         return None  # the finding is still there, or the fix brought a new one
-    return new
+    return new, after
 
 
 def key(finding: Finding) -> tuple:
