@@ -67,6 +67,7 @@ def check(
     cache: bool = True,
     cwd: PathLike | None = None,
     verbose: bool = False,
+    fixes: bool = True,
 ) -> Report:
     """Check Python files and directories, exactly as `reslint check` does, and return the report.
 
@@ -91,9 +92,12 @@ def check(
             starts and what finding paths are relative to (default: the current directory). While
             the call runs, the process's working directory is changed to it.
         verbose: Longer model summaries (e.g. which schedule counts as warmup, and why).
+        fixes: Give each finding the checked fix that would repair it (`Finding.fix`); in the full
+            check that traces the fixed file once more for each file with fixable findings.
 
     Returns:
-        The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore), per-model
+        The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore, each with the
+        checked fix that would repair it, `Finding.fix`, or None), per-model
         summaries, the number of files checked, and files reslint itself failed on (`internal_errors`).
 
     Raises:
@@ -122,6 +126,10 @@ def check(
         if not static:
             require_torch()
         report = check_sources(discovery.sources, settings)
+        from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+
+        if fixes:
+            report.findings = with_fixes(report.findings, settings, report.models)
     report.skipped = discovery.skipped
     report.settings = settings
     return report

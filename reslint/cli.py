@@ -59,6 +59,10 @@ def cli() -> None:
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Files analysed in parallel (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .reslint_cache/.")
 @click.option("--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what remains.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix, --diff or --fix-only: also apply fixes that change the architecture or the training run.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 when there is something to fix.")
+@click.option("--fix-only", is_flag=True, help="Apply the fixes and report nothing else (exit 0).")
 def check(
     paths: tuple[str, ...],
     static: bool,
@@ -75,13 +79,18 @@ def check(
     jobs: int | None,
     no_cache: bool,
     verbose: bool,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    fix_only: bool,
 ) -> int:
     """Check Python files and directories (default: the current directory)."""
     output_format = output_format.lower()
     if statistics and output_format not in ("text", "json"):
         raise UsageFailure("--statistics works with --output-format text or json")
-    try:
-        report = api.check(
+
+    def run_check(fixes: bool = True) -> api.Report:
+        return api.check(
             paths or (".",),
             static=static,
             select=joined_codes(select),
@@ -94,9 +103,18 @@ def check(
             jobs=jobs,
             cache=not no_cache,
             verbose=verbose,
+            fixes=fixes,
         )
+
+    from reslint.fixes.command import FixOptions, fix_report
+
+    try:
+        options = FixOptions(fix, unsafe_fixes, diff, fix_only)
+        report, status = fix_report(run_check(fixes=not options.rewrites), options, run_check)
     except ReslintError as error:
         raise UsageFailure(str(error)) from None
+    if report is None:
+        return status
     if not report.files_checked:
         click.echo("reslint: warning: no Python files to check", err=True)
     report.write(sys.stdout, output_format, statistics=statistics)

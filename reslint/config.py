@@ -33,7 +33,7 @@ MODEL_KEYS = ("factory", "inputs")
 KNOWN_KEYS = (
     "select", "ignore", "fail-on", "exclude", "per-file-ignores", "norm-placement",
     "deep-post-ln-layers", "train", "models", "vanishing-gradient-factor", "exploding-gradient-factor",
-    "activation-growth-factor",
+    "activation-growth-factor", "fixable", "unfixable",
 )
 PROBE_FACTORS = ("vanishing-gradient-factor", "exploding-gradient-factor", "activation-growth-factor")
 
@@ -187,6 +187,9 @@ def settings_from_table(table: dict, context: ConfigContext) -> Settings:
         values["deep_post_ln_layers"] = positive_int(table["deep-post-ln-layers"], context, "deep-post-ln-layers")
     if "train" in table:
         values["train"] = tuple(glob_list(table["train"], context, "train"))
+    for key in ("fixable", "unfixable"):
+        if key in table:
+            values[key] = frozenset(codes_value(table[key], context, key))
     if "models" in table:
         values["models"] = model_factories(table["models"], context)
     for key in PROBE_FACTORS:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reslint.catalog import RULES, SEVERITY_RANK
 from reslint.project_facts import FileLinks
+
+if TYPE_CHECKING:
+    from reslint.fixes import Fix
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,7 @@ class Finding:
     symbol: str = ""
     engine: str = "static"
     severity: str = ""  # empty: the rule's default severity
+    fix: Fix | None = field(default=None, compare=False)  # the checked fix, set by reslint.fixes.apply
 
     @property
     def name(self) -> str:
@@ -53,6 +58,7 @@ class Finding:
             "symbol": self.symbol,
             "engine": self.engine,
             "help": self.help,
+            "fix": self.fix.to_dict() if self.fix is not None else None,
         }
 
     @classmethod

@@ -54,6 +54,7 @@ class Report:
     models: list[ModelSummary] = field(default_factory=list)
     files_checked: int = 0
     files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
+    fixed: int | None = None  # findings `--fix` repaired before this report was made; None: no --fix
     internal_errors: list[InternalError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
     settings: Settings = field(default_factory=Settings, repr=False, compare=False)

@@ -25,6 +25,8 @@ class Settings:
     exploding_gradient_factor: float = 100.0
     activation_growth_factor: float = 100.0
     train: tuple[str, ...] = ()
+    fixable: frozenset[str] = frozenset()  # codes --fix may repair; empty: every fixable rule
+    unfixable: frozenset[str] = frozenset()
     models: tuple[ModelFactory, ...] = ()
     static: bool = False
     jobs: int | None = None

@@ -26,7 +26,7 @@ def fixture_files() -> list[Path]:
 
 def render(path: Path, settings: Settings | None = None) -> list[str]:
     relative = path.relative_to(ROOT).as_posix()
-    if relative.startswith("fixtures/warmup/"):
+    if relative.startswith(("fixtures/warmup/", "fixtures/fixes/RL301/")):
         return render_linked(path)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.

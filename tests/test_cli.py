@@ -76,7 +76,8 @@ def test_warnings_fail_by_default(project):
         f"post.py:{POST_LN_LINE}:26: RL101 [info] " + result.stdout.splitlines()[1].split("[info] ")[1],
     ]
     assert result.stdout.endswith(
-        "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).\n")
+        "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).\n"
+        "[*] 0 fixable with --fix (1 more with --unsafe-fixes).\n")
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,8 @@ BAD_MODEL = REPO_ROOT / "fixtures" / "placement" / "pre_ln_without_final_norm.py
 GOOD_MODEL = REPO_ROOT / "fixtures" / "models" / "nanogpt.py"
 STATIC_HOOK = "reslint-static"
 FULL_HOOK = "reslint"
+FIX_HOOK = "reslint-fix"
+FIXABLE_MODEL = REPO_ROOT / "fixtures" / "fixes" / "composed" / "before.py"
 TIMEOUT = 600
 
 if shutil.which("git") is None:
@@ -176,3 +178,15 @@ def test_full_hook_runs_reslint_from_the_users_environment(hook_source, pre_comm
     else:
         assert "- exit code: 2" in output, describe(result, env)
         assert re.search(r"^reslint: error: .*--static", output, re.MULTILINE), describe(result, env)
+
+
+def test_fix_hook_applies_the_safe_fixes_and_fails_on_what_remains(hook_source, pre_commit_env, tmp_path):
+    repo = user_repo(tmp_path / "user-repo", FIXABLE_MODEL)
+    result = try_repo(hook_source, repo, pre_commit_env, hook=FIX_HOOK)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, describe(result, pre_commit_env)
+    assert "reslint (static, fix)" in output and "files were modified by this hook" in output, describe(result, pre_commit_env)
+    assert "3 fixed, 2 remaining." in output, describe(result, pre_commit_env)
+    fixed = (repo / "model.py").read_text(encoding="utf-8")
+    assert "var = x.var(-1, keepdim=True, unbiased=False)" in fixed and "torch.sqrt(var + self.eps)" in fixed
+    assert "ln_f" not in fixed  # unsafe fixes need args: [--unsafe-fixes]

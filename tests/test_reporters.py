@@ -109,7 +109,7 @@ def test_json_document_shape():
     assert document["version"] == reslint.__version__
     assert document["findings"][0] == FINDINGS[0].to_dict()
     assert list(document["findings"][0]) == [
-        "code", "name", "severity", "message", "path", "line", "column", "symbol", "engine", "help",
+        "code", "name", "severity", "message", "path", "line", "column", "symbol", "engine", "help", "fix",
     ]
     assert document["findings"][4]["severity"] == "error"
     assert document["models"] == [model.to_dict() for model in MODELS]

@@ -59,9 +59,22 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> dict:
         }],
         "properties": {"engine": finding.engine},
     }
+    if finding.fix is not None:
+        document["fixes"] = [sarif_fix(finding, artifact)]
+        document["properties"]["fixApplicability"] = finding.fix.applicability
     if finding.symbol:
         document["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": finding.symbol}]
     return document
+
+
+def sarif_fix(finding: Finding, artifact: dict) -> dict:
+    replacements = [{
+        "deletedRegion": {"startLine": edit.line, "startColumn": edit.column,
+                          "endLine": edit.end_line, "endColumn": edit.end_column},
+        "insertedContent": {"text": edit.content},
+    } for edit in finding.fix.edits]
+    return {"description": {"text": f"{finding.fix.message} ({finding.fix.applicability} fix)"},
+            "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}]}
 
 
 def directory_uri(directory: str) -> str:

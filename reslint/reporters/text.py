@@ -47,6 +47,7 @@ def render_text(report: Report, settings: Settings, stream: TextIO) -> None:
         lines.append("")
     lines.extend(skipped_lines(report, settings.verbose))
     lines.append(summary_line(report, paint))
+    lines.extend(fix_lines(report))
     styles = (BOLD, RESET, *SEVERITY_COLORS.values()) if paint.enabled else ()
     stream.write("\n".join(terminal_safe(line, styles) for line in lines) + "\n")
 
@@ -55,7 +56,21 @@ def finding_line(finding: Finding, paint: Painter) -> str:
     severity = finding.effective_severity
     color = SEVERITY_COLORS[severity]
     location = paint(f"{finding.path}:{finding.line}:{finding.column}:", BOLD)
-    return f"{location} {paint(finding.code, BOLD, color)} {paint(f'[{severity}]', color)} {finding.message}"
+    marker = "" if finding.fix is None else " [*]" if finding.fix.safe else " [unsafe fix]"
+    return f"{location} {paint(finding.code, BOLD, color)} {paint(f'[{severity}]', color)}{marker} {finding.message}"
+
+
+def fix_lines(report: Report) -> list[str]:
+    """How many findings `--fix` would repair (ruff's `[*] N fixable`), and what `--fix` did."""
+    lines = []
+    if report.fixed is not None:
+        lines.append(f"{report.fixed} fixed, {len(report.findings)} remaining.")
+    safe = sum(1 for finding in report.findings if finding.fix is not None and finding.fix.safe)
+    unsafe = sum(1 for finding in report.findings if finding.fix is not None and not finding.fix.safe)
+    if safe or unsafe:
+        more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
+        lines.append(f"[*] {safe} fixable with --fix{more}.")
+    return lines
 
 
 def statistics_lines(report: Report) -> list[str]:

@@ -1,0 +1,312 @@
+"""Plan, check and apply fixes: what `--fix`, `--unsafe-fixes`, `--diff` and `--fix-only` do.
+
+A rewrite is offered only when it is checked: the result compiles, changes nothing outside the
+finding's class (or the fixer's own `scope`), and re-checking it (static engine, the same
+suppressions and selection) no longer reports that finding and reports nothing new (a fix may
+repair more than its finding: RL101's also repairs the stack's RL104). Several fixes of one file
+are applied one after the other, re-parsing and re-checking between them. When fixes are
+written in a full (traced) check, the whole edited file is also traced again and must give the
+same findings minus the fixed ones: a model that no longer builds or traces, or that the trace
+engine now judges differently, keeps its file unfixed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from reslint.discovery import SourceFile, root_relative
+from reslint.findings import Finding, ModelSummary
+from reslint.fixes import Edit, Fix, fixer
+from reslint.fixes.source import Source, owner_class
+from reslint.settings import Settings
+
+LINKED = ("RL301",)  # findings of the project stage, not of the file's own analysis
+
+
+@dataclass
+class FileFix:
+    """The fixed text of one file and the findings (of its original text) the fixes repair."""
+
+    display: str
+    path: str
+    before: str
+    after: str
+    fixed: list[Finding] = field(default_factory=list)
+    refused: str = ""  # why the checked fixes were dropped (the traced re-check disagreed)
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
+                                            fromfile=self.display, tofile=self.display))
+
+
+def fix_allowed(code: str, settings: Settings, unsafe: bool) -> bool:
+    module = fixer(code)
+    if module is None or not configured_fixable(code, settings):
+        return False
+    return module.SAFE or unsafe
+
+
+def configured_fixable(code: str, settings: Settings) -> bool:
+    fixable = settings.fixable
+    return (not fixable or code in fixable) and code not in settings.unfixable
+
+
+def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSummary] = ()) -> list[Finding]:
+    """The findings, each with the checked fix that would repair it on its own (`Finding.fix`).
+
+    In a full check, a file's fixes are offered only when the file with all of them applied still
+    traces as before (`models`: the report's summaries, what it traced before)."""
+    by_path: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if fix_allowed(finding.code, settings, unsafe=True):
+            by_path.setdefault(finding.path, []).append(finding)
+    offered: dict[int, Fix] = {}
+    for display, wanted in by_path.items():
+        text = read_text(display)
+        if text is None:
+            continue
+        linked = any(finding.code in LINKED for finding in wanted)
+        try:
+            base = recheck(display, text, settings, linked)
+        except OSError:
+            continue
+        fixes = {}
+        for finding in wanted:
+            target = counterpart(finding, base)
+            checked = attempt(display, text, target, base, settings, linked) if target else None
+            if checked is not None:
+                module = fixer(finding.code)
+                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, checked[0]))
+        if fixes and not settings.static:
+            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
+                      [model for model in models if model.path == display])
+            if not still_traces(fix_file(display, text, settings, unsafe=True, linked=linked), settings, before):
+                fixes = {}
+        offered.update(fixes)
+    return [dataclasses.replace(finding, fix=offered[id(finding)]) if id(finding) in offered else finding
+            for finding in findings]
+
+
+def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: list[ModelSummary] = ()) -> list[FileFix]:
+    """For each file with fixable findings, its text with every allowed, checked fix applied
+    (`models`: the check's summaries, what it traced before)."""
+    findings = list(findings)
+    paths = sorted({finding.path for finding in findings if fix_allowed(finding.code, settings, unsafe)})
+    planned = []
+    for display in paths:
+        text = read_text(display)
+        if text is None:
+            continue
+        linked = any(finding.path == display and finding.code in LINKED for finding in findings)
+        try:
+            fixed_file = fix_file(display, text, settings, unsafe, linked)
+        except OSError as error:
+            planned.append(FileFix(display, os.path.abspath(display), text, text, refused=f"cannot check the fixes: {error}"))
+            continue
+        if fixed_file.fixed and not settings.static:
+            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
+                      [model for model in models if model.path == display])
+            still_traces(fixed_file, settings, before)
+        if fixed_file.fixed or fixed_file.refused:
+            planned.append(fixed_file)
+    return planned
+
+
+def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: bool = False) -> FileFix:
+    result = FileFix(display, os.path.abspath(display), text, text)
+    current, findings = text, recheck(display, text, settings, linked)
+    refused: set[tuple] = set()
+    while True:
+        target = next((finding for finding in findings if key(finding) not in refused
+                       and fix_allowed(finding.code, settings, unsafe)), None)
+        if target is None:
+            return result
+        checked = attempt(display, current, target, findings, settings, linked)
+        if checked is None:
+            refused.add(key(target))
+            continue
+        new, after = checked
+        gone = Counter(map(key, findings)) - Counter(map(key, after))  # the target, and what its fix also repaired
+        for finding in findings:
+            if gone[key(finding)] > 0:
+                gone[key(finding)] -= 1
+                result.fixed.append(finding)
+        current, findings = new, after
+        result.after = current
+
+
+def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings,
+            linked: bool = False) -> tuple[str, list[Finding]] | None:
+    """The file's text with `finding` fixed and what re-checking it reports; None when there is no
+    fix or it does not check out."""
+    try:
+        source = Source(text)
+        new = fixer(finding.code).fix(source, finding)
+    except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
+        return None
+    if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
+        return None
+    after = recheck(display, new, settings, linked)
+    before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
+    if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:
+        return None  # the finding is still there, or the fix brought a new one
+    return new, after
+
+
+def key(finding: Finding) -> tuple:
+    return finding.code, finding.symbol, finding.message
+
+
+def counterpart(finding: Finding, base: list[Finding]) -> Finding | None:
+    """The static re-check's finding for a reported one (the trace engine's may word it differently)."""
+    same = [other for other in base if other.code == finding.code and other.symbol == finding.symbol]
+    return next((other for other in same if other.line == finding.line), same[0] if same else None)
+
+
+def compiles(text: str, display: str) -> bool:
+    try:
+        compile(text, display, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def inside_scope(source: Source, before: str, after: str, finding: Finding) -> bool:
+    """Whether every changed line lies in the class the finding is about (or the fixer's own `scope`)."""
+    own_scope = getattr(fixer(finding.code), "scope", None)
+    if own_scope is not None:
+        scopes = own_scope(source, finding)
+        scopes = scopes if isinstance(scopes, list) else [scopes]
+    else:
+        cls = source.class_def(owner_class(finding))
+        scopes = [source.lines(cls)] if cls is not None else []
+    matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
+    return all(any(lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop for lines in scopes)
+               for tag, i1, i2, _, _ in matcher.get_opcodes() if tag != "equal")
+
+
+def edits(before: str, after: str) -> tuple[Edit, ...]:
+    """Whole-line replacements that turn `before` into `after`, in `before`'s coordinates."""
+    old, new = before.splitlines(True), after.splitlines(True)
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return tuple(Edit(i1 + 1, 1, i2 + 1, 1, "".join(new[j1:j2]))
+                 for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+
+def recheck(display: str, text: str, settings: Settings, linked: bool = False) -> list[Finding]:
+    """What the static engine reports for `text` as the file `display`, after suppressions and filters;
+    `linked`: with the project stage's findings (RL301), for which the text is checked as a temporary
+    sibling of the file, so that its imports resolve as the file's do."""
+    from reslint.analysis import analyze_file
+    from reslint.suppression import filter_suppressed
+
+    static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
+    if linked:
+        from reslint.runner import check_sources
+
+        with sibling(display, text) as temporary:
+            absolute = os.path.abspath(display)
+            report = check_sources([SourceFile(temporary, display, root_relative(absolute, settings.root))], static)
+        return [finding for finding in report.findings if finding.path == display]
+    result = analyze_file(display, text.encode("utf-8"), static)
+    return reported(display, filter_suppressed(result.findings, text), settings)
+
+
+@contextlib.contextmanager
+def sibling(display: str, text: str) -> Iterator[str]:
+    """`text` in a temporary file next to `display` (raises OSError when the directory is not writable)."""
+    handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=os.path.dirname(os.path.abspath(display)))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        yield temporary
+    finally:
+        os.unlink(temporary)
+
+
+def reported(display: str, findings: list[Finding], settings: Settings) -> list[Finding]:
+    from reslint.runner import dedupe, is_reported
+
+    absolute = os.path.abspath(display)
+    source = SourceFile(absolute, display, root_relative(absolute, settings.root))
+    kept = [finding for finding in findings if is_reported(finding, source, settings)]
+    return dedupe(sorted(kept, key=lambda finding: finding.sort_key))
+
+
+def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | None = None) -> bool:
+    """Trace the edited file (a temporary sibling, so its imports resolve as before) and the
+    original (unless `before_run` has its findings and models); unless every model builds and traces
+    as before and the edited file gives the original's findings minus the fixed ones, drop the fixes."""
+    if not fixed_file.fixed:
+        return True
+    before, before_models = before_run or traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
+    try:
+        with sibling(fixed_file.display, fixed_file.after) as temporary:
+            after, after_models = traced(fixed_file.display, temporary, fixed_file.after, settings)
+    except OSError as error:
+        return refuse(fixed_file, f"cannot write a temporary file next to it to trace the fixed code: {error.strerror}")
+    engines = {model.name: model.engine for model in before_models}
+    for model in after_models:
+        failures = [note for note in model.notes if "failed" in note and note not in before_notes(before_models, model.name)]
+        if model.engine != engines.get(model.name, model.engine) or failures:
+            problem = failures[0] if failures else f"{model.engine} instead of {engines[model.name]}"
+            return refuse(fixed_file, f"`{model.name}` no longer traces as before once fixed ({problem})")
+    expected = Counter(map(place_key, before)) - Counter(map(place_key, fixed_file.fixed))
+    if Counter(map(place_key, after)) != expected:
+        added = sorted(f"{code} in {symbol or 'the file'}" for code, symbol in Counter(map(place_key, after)) - expected)
+        return refuse(fixed_file, "the traced re-check of the fixed file "
+                      + (f"reports {', '.join(added)}" if added else "does not match the static one"))
+    return True
+
+
+def before_notes(models, name: str) -> tuple[str, ...]:
+    return next((model.notes for model in models if model.name == name), ())
+
+
+def refuse(fixed_file: FileFix, reason: str) -> bool:
+    fixed_file.fixed = []
+    fixed_file.after = fixed_file.before
+    fixed_file.refused = reason
+    return False
+
+
+def traced(display: str, path: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
+    from reslint.analysis import analyze_file
+    from reslint.suppression import filter_suppressed
+
+    full = dataclasses.replace(settings, static=False, cache=False)
+    result = analyze_file(display, text.encode("utf-8"), full, source_path=path)
+    return reported(display, filter_suppressed(result.findings, text), settings), result.models
+
+
+def place_key(finding: Finding) -> tuple:
+    return finding.code, finding.symbol
+
+
+def read_text(display: str) -> str | None:
+    """The file as text (UTF-8, as the fixes write it back), or None: not fixable."""
+    try:
+        with open(display, "rb") as handle:
+            data = handle.read()
+        return data.decode("utf-8") if not data.startswith(b"\xef\xbb\xbf") else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def write(fixed_files: list[FileFix]) -> None:
+    from reslint.errors import ReslintError
+
+    for fixed_file in fixed_files:
+        if fixed_file.fixed:
+            try:
+                with open(fixed_file.path, "w", encoding="utf-8", newline="") as stream:
+                    stream.write(fixed_file.after)
+            except OSError as error:
+                raise ReslintError(f"cannot write the fixes to {fixed_file.display}: {error.strerror or error}") from None

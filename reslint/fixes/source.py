@@ -1,0 +1,147 @@
+"""What the fixers share: a parsed file with positions, and lookups by a finding's place and class."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from reslint.findings import Finding
+
+
+class Source:
+    """One file's libcst tree with the position of every node (line 1-based, column 0-based)."""
+
+    def __init__(self, text: str):
+        self.wrapper = MetadataWrapper(cst.parse_module(text))
+        self.module = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+        self.parents = self.wrapper.resolve(ParentNodeProvider)
+
+    def start(self, node: cst.CSTNode) -> tuple[int, int]:
+        position = self.positions[node].start
+        return position.line, position.column
+
+    def end(self, node: cst.CSTNode) -> tuple[int, int]:
+        position = self.positions[node].end
+        return position.line, position.column
+
+    def lines(self, node: cst.CSTNode) -> range:
+        span = self.positions[node]
+        return range(span.start.line, span.end.line + 1)
+
+    def nodes(self, kind: type = cst.CSTNode) -> Iterator[cst.CSTNode]:
+        return (node for node in self.positions if isinstance(node, kind))
+
+    def at(self, finding: Finding, kind: type = cst.CSTNode) -> list[cst.CSTNode]:
+        """Nodes of `kind` that start at the finding's place, outermost first."""
+        place = (finding.line, finding.column - 1)
+        found = [node for node in self.nodes(kind) if self.start(node) == place]
+        return sorted(found, key=lambda node: -len(self.lines(node)) * 10_000 - self.width(node))
+
+    def width(self, node: cst.CSTNode) -> int:
+        span = self.positions[node]
+        return span.end.column if span.end.line == span.start.line else 10_000
+
+    def within(self, outer: cst.CSTNode, kind: type = cst.CSTNode) -> list[cst.CSTNode]:
+        """Nodes of `kind` inside `outer` (itself included), in source order."""
+        span = self.positions[outer]
+        inside = [node for node in self.nodes(kind)
+                  if (span.start.line, span.start.column) <= self.start(node)
+                  and (self.positions[node].end.line, self.positions[node].end.column) <= (span.end.line, span.end.column)]
+        return sorted(inside, key=self.start)
+
+    def class_def(self, name: str) -> cst.ClassDef | None:
+        return next((node for node in self.module.body if isinstance(node, cst.ClassDef) and node.name.value == name), None)
+
+    def replaced(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
+        return self.module.deep_replace(old, new).code
+
+
+def owner_class(finding: Finding) -> str:
+    """The class a finding is about: its symbol, `Class` or `Class.attribute`."""
+    return finding.symbol.split(".")[0]
+
+
+def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((node for node in cls.body.body if isinstance(node, cst.FunctionDef) and node.name.value == name), None)
+
+
+def dotted(node: cst.CSTNode) -> str:
+    """`torch.nn.functional.gelu` for an attribute chain, `x` for a name, "" otherwise."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module(body=()).code_for_node(node)
+
+
+def self_attributes(cls: cst.ClassDef) -> dict[str, cst.Assign]:
+    """`self.NAME = ...` assignments of `__init__`, by NAME."""
+    init = method(cls, "__init__")
+    found: dict[str, cst.Assign] = {}
+    if init is None:
+        return found
+    for statement in init.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = dotted(small.targets[0].target)
+                if target.startswith("self.") and target.count(".") == 1:
+                    found.setdefault(target[5:], small)
+    return found
+
+
+def module_alias(module: cst.Module, target: str) -> str | None:
+    """The name the file binds the module `target` (e.g. "torch.nn.functional") to, if any."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if alias.asname is not None and name == target:
+                        return dotted(alias.asname.name)
+                    if alias.asname is None and name == target and "." not in target:
+                        return target
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative \
+                    and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    if f"{dotted(small.module)}.{dotted(alias.name)}" == target:
+                        return dotted(alias.asname.name) if alias.asname is not None else dotted(alias.name)
+    return None
+
+
+def spelled(module: cst.Module, target: str) -> str | None:
+    """How the file can write the dotted name `target` ("torch.nn.functional.gelu") with its own imports."""
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        alias = module_alias(module, ".".join(parts[:cut]))
+        if alias is not None:
+            return ".".join([alias, *parts[cut:]])
+    return None
+
+
+class InsertAfter(cst.CSTTransformer):
+    """Insert `addition(statement)` after each statement of the original tree it returns one for."""
+
+    def __init__(self, addition):
+        super().__init__()
+        self.addition = addition
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = []
+        for old, new in zip(original.body, updated.body):
+            body.append(new)
+            extra = self.addition(old)
+            if extra is not None:
+                body.append(extra)
+        return updated.with_changes(body=body)
