@@ -55,6 +55,7 @@ class ResidualAdd:
     parallel: bool = False  # several branches summed with one skip (GPT-J/NeoX style)
     skip_scaled: bool = False  # DeepNorm-style alpha * x on the skip
     skip_projection: bool = False
+    skip_normalised: bool = False  # the skip path normalises the stream (`conv(LN(x))`): no identity stream
     gated_branch: bool = False  # ReZero-style alpha * F(x)
     dropout_on_skip: bool = False
     width_mismatch: str = ""  # human description when the widths provably differ
@@ -120,6 +121,10 @@ class FileFacts:
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]
 
+    def identity_stream(self, key: str) -> bool:
+        """False when a block of the stack normalises its skip path too: the stream restarts every block."""
+        return not any(add.skip_normalised for add in self.residuals_of_stack(key))
+
     def stack_placement(self, key: str) -> str:
         stack = self.stacks[key]
         if stack.builtin_placement:
@@ -136,7 +141,7 @@ class FileFacts:
                     depth=self.stacks[key].depth,
                     placement=self.stack_placement(key),
                     final_norm=self.stacks[key].final_norm
-                    if self.stack_placement(key) in ("pre", "parallel-pre", "sandwich")
+                    if self.stack_placement(key) in ("pre", "parallel-pre", "sandwich") and self.identity_stream(key)
                     else None,
                     line=self.stacks[key].span.line,
                 )

@@ -90,6 +90,8 @@ class StaticExtractor:
 
     def _collect(self, graph: Graph, assumed: tuple) -> None:
         for norm in find_hand_written_norms(graph):
+            if _loss_target(norm.output):
+                continue  # MAE's per-patch target normalisation: statistics of a target, not a norm layer
             fact = self._hand_written_fact(norm)
             self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
         for residual in find_residuals(graph, self.index):
@@ -169,7 +171,7 @@ class StaticExtractor:
             span=self.node_span(add), block=add.owner or block, placement=residual.placement,
             skip=skip_text, branch=branch_text, parallel=residual.parallel,
             skip_scaled=residual.skip_scaled, skip_projection=residual.skip_projection,
-            gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
+            skip_normalised=residual.skip_normalised, gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
             width_mismatch=residual.width_mismatch, stack=frame.key if frame is not None else "",
             condition=add.condition + assumed,
         )
@@ -415,6 +417,26 @@ class StaticExtractor:
         inner = first.arg(1, "out_features")
         inner_text = self.positions.code(inner) if inner is not None else ""
         return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
+
+
+def _loss_target(output: Node) -> bool:
+    """Whether a normalised value only ends up compared with a prediction in a loss (`(pred - target) ** 2`,
+    `mse_loss(pred, target)`), never entering a layer."""
+    compared = False
+    pending, seen = [output], set()
+    while pending and len(seen) < 2000:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            name = str(user.info.get("name") or user.info.get("function") or "").lower()
+            if "loss" in name or user.op == "sub":
+                compared = True
+            elif user.parametrised or user.op == "norm":
+                return False
+            pending.append(user)
+    return compared
 
 
 def _is_linear(node: Node) -> bool:

@@ -24,6 +24,7 @@ class Residual:
     parallel: bool = False
     skip_scaled: bool = False
     skip_projection: bool = False
+    skip_normalised: bool = False
     gated_branch: bool = False
     dropout_on_skip: bool = False
     width_mismatch: str = ""
@@ -114,19 +115,56 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
         for depth, candidate in enumerate(walked + [deepest]):
             if candidate.op in ("const", "attr"):
                 continue
-            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)]
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)
+                        and not _side_input(candidate, term)]
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
                                  projection=False)
     for skip_index, (skip_root, walked) in enumerate(stripped):
-        if not _is_projection(skip_root) or not skip_root.inputs:
-            continue
-        source = root(skip_root.inputs[0])
-        branches = [j for j, term in enumerate(terms)
-                    if j != skip_index and reaches(term, source, True) and root(term) is not skip_root]
-        if branches:
-            return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
+        steps = _skip_path(skip_root)
+        for depth in range(1, len(steps)):
+            if not any(_is_projection(step) for step in steps[:depth]):
+                continue
+            source = steps[depth]
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
+                        and not any(id(step) in ancestors(term) for step in steps[:depth])]
+            if branches:
+                residual = _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
+                residual.skip_normalised = any(step.op == "norm" or is_layer_norm(step) for step in steps[:depth])
+                return residual
     return None
+
+
+def _skip_path(skip_root: Node) -> list[Node]:
+    """The skip operand and the values it is computed from by one-input ops: projections, norms,
+    activations and views (`GLU(conv(LN(x)))`), nearest first."""
+    steps, node = [skip_root], skip_root
+    while len(steps) < 16 and (_is_projection(node) or node.op in ("norm", "act", "pass", "dropout")
+                               or is_layer_norm(node)):
+        inputs = data_inputs(node)
+        if len(inputs) != 1:
+            break
+        node = inputs[0]
+        steps.append(node)
+    return steps
+
+
+def _side_input(source: Node, term: Node) -> bool:
+    """Whether `source` reaches `term` only by being added, as it is, to other values: an attention mask
+    or a position bias that every layer adds to its scores is not the stream of the layer that adds it."""
+    pending, seen = [(source, True)], set()
+    while pending:
+        node, direct = pending.pop()
+        if node is term:
+            return False
+        if (id(node), direct) in seen or len(seen) > 20000:
+            continue
+        seen.add((id(node), direct))
+        for user in node.users:
+            if direct and user.op == "add" and len(data_inputs(user)) > 1:
+                continue
+            pending.append((user, direct and user.op in ("dropout", "pass") and user.inputs[0] is node))
+    return True
 
 
 def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, projection) -> Residual:
