@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reslint.findings import ModelSummary, StackSummary
+from reslint.findings import ModelSummary, StackSummary, placement_label
 
 LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
 
@@ -65,6 +65,7 @@ class ResidualAdd:
     skip_shape: tuple | None = None  # exact shapes, from the trace engine
     branch_shape: tuple | None = None
     broadcast: str = ""  # "(2, 16, 16) + (2, 16, 1)" when the shapes differ but broadcast
+    alternative: str = ""  # "config.pre_norm = True": the add exists so only when a flag leaves its default
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class FileFacts:
     residuals: list[ResidualAdd] = field(default_factory=list)
     stacks: dict[str, Stack] = field(default_factory=dict)
     linear_chains: list[LinearChain] = field(default_factory=list)
+    alternatives: list[ResidualAdd] = field(default_factory=list)  # what flags off their default would build
     models: list[ModelFacts] = field(default_factory=list)
     post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
     class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
@@ -151,9 +153,26 @@ class FileFacts:
                 continue
             summaries.append(
                 ModelSummary(path=self.path, name=model.name, line=model.span.line,
-                             stacks=stacks, placement=model.placement, engine=self.engine)
+                             stacks=stacks, placement=model.placement, engine=self.engine,
+                             notes=self.alternative_notes(model))
             )
         return summaries
+
+    def alternative_notes(self, model: ModelFacts) -> tuple[str, ...]:
+        """`self.layers: Post-LN by default, Pre-LN when config.pre_norm = True`, per stack a flag changes."""
+        notes = []
+        for key in model.stacks:
+            by_flag: dict[str, list[ResidualAdd]] = {}
+            for add in self.alternatives:
+                if add.stack == key:
+                    by_flag.setdefault(add.alternative, []).append(add)
+            default = self.stack_placement(key)
+            for flag, adds in sorted(by_flag.items()):
+                other = combined_placement(adds)
+                if other != default and other not in ("none", "unknown"):
+                    notes.append(f"{self.stacks[key].attribute}: {placement_label(default)} by default, "
+                                 f"{placement_label(other)} when {flag}")
+        return tuple(notes)
 
 
 def exclusive(first: ResidualAdd, second: ResidualAdd) -> bool:

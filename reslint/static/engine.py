@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from reslint.facts import FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
@@ -65,30 +67,44 @@ class StaticExtractor:
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
+        self.alternative_facts: dict[tuple, ResidualAdd] = {}
         for info in module_classes:
-            for graph, assumed in self._evaluations(info, norm_kinds):
-                self.graphs.setdefault(info.name, graph)
-                self._collect(graph, assumed)
+            for graph, assumed, other in self._evaluations(info, norm_kinds):
+                if not other:
+                    self.graphs.setdefault(info.name, graph)
+                self._collect(graph, assumed, other)
         self._finish(module_classes, outermost)
         return self.facts
 
     def _evaluations(self, info: ClassInfo, norm_kinds):
-        """One graph per assignment of the configuration flags the forward branches on (at most two flags)."""
+        """One graph per assignment of the configuration flags the forward branches on (at most two flags),
+        then one per placement flag whose default is known, with the other value: (graph, assumed, other)."""
         evaluator = Evaluator(self.index, self.positions, self.path)
         evaluator.norm_class_kinds = norm_kinds
         graph = evaluator.evaluate_class(info)
         flags = sorted(evaluator.undecided, key=_placement_flag_first)[:2]
         if not flags:
-            yield graph, ()
-            return
-        for values in product((True, False), repeat=len(flags)):
+            yield graph, (), ""
+        for values in product((True, False), repeat=len(flags)) if flags else ():
             assumed = Evaluator(self.index, self.positions, self.path)
             assumed.norm_class_kinds = norm_kinds
             assumed.assumptions = dict(zip(flags, values))
             yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
-                                                      for flag, value in zip(flags, values))
+                                                      for flag, value in zip(flags, values)), ""
+        defaults = [flag for flag in evaluator.flag_defaults if _placement_flag_first(flag) == 0]
+        for flag in defaults[:2]:
+            other = Evaluator(self.index, self.positions, self.path)
+            other.norm_class_kinds = norm_kinds
+            other.assumptions = {flag: not evaluator.flag_defaults[flag]}
+            yield other.evaluate_class(info), (), flag_text(flag, not evaluator.flag_defaults[flag])
 
-    def _collect(self, graph: Graph, assumed: tuple) -> None:
+    def _collect(self, graph: Graph, assumed: tuple, other: str = "") -> None:
+        if other:
+            # The branch a flag takes only when its default is changed: mentioned, never the placement.
+            for residual in find_residuals(graph, self.index):
+                fact = replace(self._residual_fact(residual), alternative=other)
+                self.alternative_facts.setdefault((fact.span.line, fact.span.column, fact.stack, other), fact)
+            return
         for norm in find_hand_written_norms(graph):
             if _loss_target(norm.output):
                 continue  # MAE's per-patch target normalisation: statistics of a target, not a norm layer
@@ -112,6 +128,7 @@ class StaticExtractor:
         self.facts.residuals = list(self.residual_facts.values())
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
+        self.facts.alternatives = sorted(self.alternative_facts.values(), key=lambda r: (r.span.line, r.span.column))
         self.facts.stacks = self._stacks(module_classes)
         self.facts.linear_chains = sorted(self.chains.values(), key=lambda c: (c.span.line, c.span.column))
         sequence_classes = set()
@@ -584,6 +601,14 @@ def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
 
 
 PLACEMENT_FLAG_WORDS = ("norm", "pre", "post", "before", "after", "first", "parallel", "residual", "sandwich")
+
+
+def flag_text(flag: str, value: bool) -> str:
+    """How a summary names a flag's other value: `config.pre_norm = True`, `self.position != 'post'`."""
+    name = flag.split(":", 1)[-1]
+    if " == " in name and not value:
+        return name.replace(" == ", " != ")
+    return name if " == " in name else f"{name} = {value}"
 
 
 def _placement_flag_first(flag: str) -> int:

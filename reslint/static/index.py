@@ -383,6 +383,9 @@ class FileIndex:
             return UNKNOWN
         if isinstance(expr, (cst.Integer, cst.Float)):
             return literal_number(expr)
+        if isinstance(expr, cst.SimpleString):
+            value = string_value(expr)
+            return UNKNOWN if value is None else value
         if isinstance(expr, cst.Name):
             if expr.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.value]
