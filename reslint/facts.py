@@ -119,6 +119,7 @@ class FileFacts:
     post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
     class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
     class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
+    reads: list[str] = field(default_factory=list)  # other files read for config defaults (absolute paths)
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]

@@ -17,7 +17,7 @@ from reslint.static.engine import extract_facts
 TRACE = ROOT / "fixtures" / "trace"
 
 STATIC = {
-    "side_inputs.py": ["summary: MaskedEncoder: Pre-LN"],
+    "side_inputs.py": ["81:19 RL101", "summary: MaskedEncoder: Pre-LN", "summary: PointDecoder: Post-LN"],
     "normalised_skip.py": [
         "61:9 RL103",
         "summary: Adapter: 2 blocks (self.layers: AdapterLayer), Pre-LN",
@@ -45,9 +45,10 @@ def test_static_engine_on_full_check_fixtures(name):
 
 
 def test_mask_and_position_bias_added_by_every_layer_are_not_residuals():
-    # Lines 27 and 28 add the shared mask and position bias to the scores of both layers.
+    # Lines 27 and 28 add the shared mask and position bias to the scores of both layers; line 79 adds
+    # the shared query_pe to the queries, which still makes `queries + attn_out` (line 81) a residual.
     lines = sorted({(add.span.line, add.placement) for add in static_facts("side_inputs.py").residuals})
-    assert lines == [(42, "pre"), (43, "pre"), (66, "none")]
+    assert lines == [(42, "pre"), (43, "pre"), (66, "none"), (81, "post")]
 
 
 def test_skip_through_norm_and_conv_is_a_transformed_skip():
@@ -84,3 +85,27 @@ def test_summary_notes_name_the_other_branch():
                                      "config.layer_norm_position != 'post'"]),
         "DeepNormOption": ("pre", ["self.blocks: Pre-LN by default, Post-LN (DeepNorm) when config.deepnorm = True"]),
     }
+
+
+def test_config_defaults_come_from_the_imported_config_module_and_a_change_there_drops_the_cache(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.reslint]\n", encoding="utf-8")
+    for name in ("configuration_flags.py", "modeling_flags.py"):
+        source = ROOT / "fixtures" / "placement" / "config_project" / name
+        (project / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+
+    def check():
+        completed = subprocess.run(
+            [str(RESLINT), "check", "--static", "--exit-zero", "--output-format", "json", "modeling_flags.py"],
+            cwd=project, capture_output=True, text=True, check=False)
+        assert completed.returncode == 0, completed.stderr
+        report = json.loads(completed.stdout)
+        stack = report["models"][0]["stacks"][0]
+        return sorted((f["code"], f["line"]) for f in report["findings"]), stack["placement"], stack["depth"]
+
+    assert check() == ([("RL101", 19), ("RL101", 32), ("RL104", 48)], "post", 24)
+    config = project / "configuration_flags.py"
+    config.write_text(config.read_text(encoding="utf-8").replace("num_layers: int = 24", "num_layers: int = 4")
+                      .replace("pre_norm: bool = False", "pre_norm: bool = True"), encoding="utf-8")
+    assert check() == ([("RL103", 51)], "pre", 4)  # Pre-LN now, and no final norm

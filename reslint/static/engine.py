@@ -30,17 +30,18 @@ BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
 
-def extract_facts(path: str, module: cst.Module) -> FileFacts:
-    return StaticExtractor(path, module, SourceMap(module)).run()
+def extract_facts(path: str, module: cst.Module, source_path: str | None = None) -> FileFacts:
+    """`source_path`: where the file lies (default `path`), to read the config modules it imports."""
+    return StaticExtractor(path, module, SourceMap(module), source_path or path).run()
 
 
 class StaticExtractor:
-    def __init__(self, path: str, module: cst.Module, positions: SourceMap):
+    def __init__(self, path: str, module: cst.Module, positions: SourceMap, source_path: str | None = None):
         self.path = path
         self.module = module
         self.positions = positions
-        self.index = FileIndex(module)
-        self.facts = FileFacts(path=path, engine="static")
+        self.index = FileIndex(module, source_path)
+        self.facts = FileFacts(path=path, engine="static", reads=self.index.config_reads)
         self.norm_kinds: dict[str, str | None] = {}
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
 
@@ -68,11 +69,13 @@ class StaticExtractor:
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
+        self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
+        self.in_context: set[str] = set()  # block classes whose adds were seen inside a class that builds them
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
                     self.graphs.setdefault(info.name, graph)
-                self._collect(graph, assumed, other)
+                self._collect(graph, assumed, other, info.name)
         self._finish(module_classes, outermost)
         return self.facts
 
@@ -98,7 +101,7 @@ class StaticExtractor:
             other.assumptions = {flag: not evaluator.flag_defaults[flag]}
             yield other.evaluate_class(info), (), flag_text(flag, not evaluator.flag_defaults[flag])
 
-    def _collect(self, graph: Graph, assumed: tuple, other: str = "") -> None:
+    def _collect(self, graph: Graph, assumed: tuple, other: str = "", root: str = "") -> None:
         if other:
             # The branch a flag takes only when its default is changed: mentioned, never the placement.
             for residual in find_residuals(graph, self.index):
@@ -114,6 +117,11 @@ class StaticExtractor:
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
+            if fact.block == root:
+                self.standalone.setdefault(key, True)
+            else:
+                self.standalone[key] = False
+                self.in_context.add(fact.block)
         for key, outputs in graph.stack_outputs.items():
             # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
             found = _final_norm(outputs)
@@ -125,7 +133,10 @@ class StaticExtractor:
             self.chains.setdefault((chain.span.line, chain.span.column), chain)
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
-        self.facts.residuals = list(self.residual_facts.values())
+        # A block seen inside a class that builds it: how that class builds it decides, not the block's
+        # own constructor defaults (a Post-LN default the model overrides is not reported).
+        self.facts.residuals = [fact for key, fact in self.residual_facts.items()
+                                if not (self.standalone.get(key) and fact.block in self.in_context)]
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
         self.facts.alternatives = sorted(self.alternative_facts.values(), key=lambda r: (r.span.line, r.span.column))

@@ -116,7 +116,7 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
             if candidate.op in ("const", "attr"):
                 continue
             branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)
-                        and not _side_input(candidate, term)]
+                        and not _side_input(candidate, term, add)]
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
                                  projection=False)
@@ -149,9 +149,9 @@ def _skip_path(skip_root: Node) -> list[Node]:
     return steps
 
 
-def _side_input(source: Node, term: Node) -> bool:
-    """Whether `source` reaches `term` only by being added, as it is, to other values: an attention mask
-    or a position bias that every layer adds to its scores is not the stream of the layer that adds it."""
+def _side_input(source: Node, term: Node, add: Node) -> bool:
+    """Whether `source` reaches `term` only through the same line adding it in an earlier layer: an
+    attention mask or position bias every layer adds to its scores is not that layer's stream."""
     pending, seen = [(source, True)], set()
     while pending:
         node, direct = pending.pop()
@@ -161,7 +161,7 @@ def _side_input(source: Node, term: Node) -> bool:
             continue
         seen.add((id(node), direct))
         for user in node.users:
-            if direct and user.op == "add" and len(data_inputs(user)) > 1:
+            if direct and user.op == "add" and len(data_inputs(user)) > 1 and user.line == add.line:
                 continue
             pending.append((user, direct and user.op in ("dropout", "pass") and user.inputs[0] is node))
     return True

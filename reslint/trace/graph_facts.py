@@ -404,6 +404,15 @@ class GraphFacts:
                 terms.append(operand)
         return terms
 
+    def _sum_nodes(self, add) -> list:
+        """The add and the inner sums `sum_terms` folds into it (`a + b + c` written on several lines)."""
+        nodes = [add]
+        for operand in add.args[:2]:
+            if hasattr(operand, "op") and operand in self.ops and self.ops[operand] in ADD_OPS \
+                    and len(operand.users) == 1 and len(self.data_inputs(operand)) == 2:
+                nodes.extend(self._sum_nodes(operand))
+        return nodes
+
     def find_residuals(self) -> list[Residual]:
         self.find_norms()
         by_source = self.norms_by_source()
@@ -441,7 +450,7 @@ class GraphFacts:
                 if candidate.op == "get_attr" or candidate in self.params:
                     continue
                 branches = [j for j, found in enumerate(reached) if found is not None and found.get(candidate)
-                            and not self._side_input(candidate, terms[j])]
+                            and not self._side_input(candidate, terms[j], add)]
                 if branches:
                     return self._residual(add, terms, skip_index, candidate, walked[:depth], branches, reached,
                                           by_source, projection=False)
@@ -476,10 +485,11 @@ class GraphFacts:
             steps.append(node)
         return steps
 
-    def _side_input(self, source, term) -> bool:
-        """Whether `source` reaches `term` only by being added, as it is, to other values: an attention mask
-        or a position bias that every layer adds to its scores is not the stream of the layer that adds it."""
+    def _side_input(self, source, term, add) -> bool:
+        """Whether `source` reaches `term` only through the same line adding it in an earlier layer: an
+        attention mask or position bias every layer adds to its scores is not that layer's stream."""
         limit = self.index[term]
+        lines = {self.span_of(node).line for node in self._sum_nodes(add)}
         pending, seen = [(source, True)], set()
         while pending:
             node, direct = pending.pop()
@@ -491,7 +501,8 @@ class GraphFacts:
             for user in node.users:
                 if self.index.get(user, limit + 1) > limit:
                     continue
-                if direct and self.ops[user] in ADD_OPS and len(self.data_inputs(user)) > 1:
+                if direct and self.ops[user] in ADD_OPS and len(self.data_inputs(user)) > 1 \
+                        and self.span_of(user).line in lines:
                     continue
                 pending.append((user, direct and self.passthrough_input(user, allow_scale=True) is node))
         return True
