@@ -17,7 +17,8 @@ from reslint.static.engine import extract_facts
 TRACE = ROOT / "fixtures" / "trace"
 
 STATIC = {
-    "side_inputs.py": ["81:19 RL101", "summary: MaskedEncoder: Pre-LN", "summary: PointDecoder: Post-LN"],
+    "side_inputs.py": ["81:19 RL101", "111:18 RL101", "123:18 RL101", "summary: MaskedEncoder: Pre-LN",
+                       "summary: PointDecoder: Post-LN", "summary: PosDecoder: Post-LN"],
     "normalised_skip.py": [
         "61:9 RL103",
         "summary: Adapter: 2 blocks (self.layers: AdapterLayer), Pre-LN",
@@ -46,9 +47,10 @@ def test_static_engine_on_full_check_fixtures(name):
 
 def test_mask_and_position_bias_added_by_every_layer_are_not_residuals():
     # Lines 27 and 28 add the shared mask and position bias to the scores of both layers; line 79 adds
-    # the shared query_pe to the queries, which still makes `queries + attn_out` (line 81) a residual.
+    # the shared query_pe to the queries, which still makes `queries + attn_out` (line 81) a residual;
+    # lines 110 and 122 add query_pos to the stream: position terms, not skips.
     lines = sorted({(add.span.line, add.placement) for add in static_facts("side_inputs.py").residuals})
-    assert lines == [(42, "pre"), (43, "pre"), (66, "none"), (81, "post")]
+    assert lines == [(42, "pre"), (43, "pre"), (66, "none"), (81, "post"), (111, "post"), (123, "post")]
 
 
 def test_skip_through_norm_and_conv_is_a_transformed_skip():

@@ -199,7 +199,8 @@ class StaticExtractor:
             span=self.node_span(add), block=add.owner or block, placement=residual.placement,
             skip=skip_text, branch=branch_text, parallel=residual.parallel,
             skip_scaled=residual.skip_scaled, skip_projection=residual.skip_projection,
-            skip_normalised=residual.skip_normalised, gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
+            skip_normalised=residual.skip_normalised, gated_branch=residual.gated_branch,
+            dropout_on_skip=residual.dropout_on_skip,
             width_mismatch=residual.width_mismatch, stack=frame.key if frame is not None else "",
             condition=add.condition + assumed,
         )

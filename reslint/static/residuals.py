@@ -75,7 +75,12 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
             continue  # the sum itself is the next residual's skip: any norm on it is that branch's pre-norm
         if any(_same_block(residual.add, norm) for norm in norms_by_source.get(id(residual.add), [])):
             residual.placement = "post"
-    return residuals
+    # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
+    # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
+    streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
+               for node in (residual.skip, root(residual.skip))}
+    return [residual for residual in residuals if residual.skip_projection or not all(
+        _side_input(residual.skip, residual.add.inputs[j], residual.add, streams) for j in residual.branches)]
 
 
 def _stream_continues(add: Node, skips: set[int]) -> bool:
@@ -149,9 +154,10 @@ def _skip_path(skip_root: Node) -> list[Node]:
     return steps
 
 
-def _side_input(source: Node, term: Node, add: Node) -> bool:
-    """Whether `source` reaches `term` only through the same line adding it in an earlier layer: an
-    attention mask or position bias every layer adds to its scores is not that layer's stream."""
+def _side_input(source: Node, term: Node, add: Node, streams: set[int] = frozenset()) -> bool:
+    """Whether `source` reaches `term` only by being added, as it is, where it is not the stream: by the
+    same line in an earlier layer (an attention mask or position bias every layer adds to its scores),
+    or to a value that is the skip of a residual (`streams`: a position term added to the stream)."""
     pending, seen = [(source, True)], set()
     while pending:
         node, direct = pending.pop()
@@ -161,7 +167,9 @@ def _side_input(source: Node, term: Node, add: Node) -> bool:
             continue
         seen.add((id(node), direct))
         for user in node.users:
-            if direct and user.op == "add" and len(data_inputs(user)) > 1 and user.line == add.line:
+            if direct and user.op == "add" and len(data_inputs(user)) > 1 and (user.line == add.line or any(
+                    id(other) in streams or id(root(other)) in streams for other in data_inputs(user)
+                    if other is not node)):
                 continue
             pending.append((user, direct and user.op in ("dropout", "pass") and user.inputs[0] is node))
     return True

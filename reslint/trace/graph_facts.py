@@ -438,7 +438,12 @@ class GraphFacts:
                 continue
             if any(self._same_block(residual.add, norm) for norm in by_source.get(residual.add, [])):
                 residual.placement = "post"
-        return residuals
+        # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
+        # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
+        streams = {node for r in residuals if r.placement in ("pre", "post", "sandwich")
+                   for node in (r.skip, r.skip_term)}
+        return [r for r in residuals if r.skip_projection or not all(
+            self._side_input(r.skip, branch, r.add, streams) for branch in r.branches)]
 
     def _classify(self, add, terms, by_source) -> Residual | None:
         stripped = [self.strip(term, allow_scale=True) for term in terms]
@@ -485,9 +490,10 @@ class GraphFacts:
             steps.append(node)
         return steps
 
-    def _side_input(self, source, term, add) -> bool:
-        """Whether `source` reaches `term` only through the same line adding it in an earlier layer: an
-        attention mask or position bias every layer adds to its scores is not that layer's stream."""
+    def _side_input(self, source, term, add, streams=frozenset()) -> bool:
+        """Whether `source` reaches `term` only by being added, as it is, where it is not the stream: by the
+        same line in an earlier layer (an attention mask or position bias every layer adds to its scores),
+        or to a value that is the skip of a residual (`streams`: a position term added to the stream)."""
         limit = self.index[term]
         lines = {self.span_of(node).line for node in self._sum_nodes(add)}
         pending, seen = [(source, True)], set()
@@ -501,8 +507,10 @@ class GraphFacts:
             for user in node.users:
                 if self.index.get(user, limit + 1) > limit:
                     continue
-                if direct and self.ops[user] in ADD_OPS and len(self.data_inputs(user)) > 1 \
-                        and self.span_of(user).line in lines:
+                if direct and self.ops[user] in ADD_OPS and len(self.data_inputs(user)) > 1 and (
+                        self.span_of(user).line in lines or any(
+                            other in streams or self.root(other) in streams
+                            for other in self.data_inputs(user) if other is not node)):
                     continue
                 pending.append((user, direct and self.passthrough_input(user, allow_scale=True) is node))
         return True
