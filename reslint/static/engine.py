@@ -70,7 +70,8 @@ class StaticExtractor:
         norm_kinds: dict[str, str | None] = {}
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
-        self.in_context: set[str] = set()  # block classes whose adds were seen inside a class that builds them
+        self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
+        self.flagged: set[str] = set()  # classes whose forward branches on a placement flag
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
@@ -95,6 +96,8 @@ class StaticExtractor:
             yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
                                                       for flag, value in zip(flags, values)), ""
         defaults = [flag for flag in evaluator.flag_defaults if _placement_flag_first(flag) == 0]
+        if defaults or any(_placement_flag_first(flag) == 0 for flag in evaluator.undecided):
+            self.flagged.add(info.name)
         for flag in defaults[:2]:
             other = Evaluator(self.index, self.positions, self.path)
             other.norm_class_kinds = norm_kinds
@@ -121,7 +124,7 @@ class StaticExtractor:
                 self.standalone.setdefault(key, True)
             else:
                 self.standalone[key] = False
-                self.in_context.add(fact.block)
+                self.in_context.update((fact.block, key[:2]))
         for key, outputs in graph.stack_outputs.items():
             # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
             found = _final_norm(outputs)
@@ -134,9 +137,9 @@ class StaticExtractor:
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
         # A block seen inside a class that builds it: how that class builds it decides, not the block's
-        # own constructor defaults (a Post-LN default the model overrides is not reported).
-        self.facts.residuals = [fact for key, fact in self.residual_facts.items()
-                                if not (self.standalone.get(key) and fact.block in self.in_context)]
+        # own placement flags (a Post-LN default the model overrides is not reported).
+        self.facts.residuals = [fact for key, fact in self.residual_facts.items() if not (self.standalone.get(key) and (
+            key[:2] in self.in_context or fact.block in self.in_context and fact.block in self.flagged))]
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
         self.facts.alternatives = sorted(self.alternative_facts.values(), key=lambda r: (r.span.line, r.span.column))
