@@ -57,7 +57,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         result.links = FileLinks(imports=class_reexports(text))
         return result
     with collector_paused():
-        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings)
+        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path)
     if parsed and not settings.static and (has_models or names_file(settings, source_path or path)):
         add_trace_results(result, path, data, settings, source_path)
     return result
@@ -80,7 +80,8 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def static_analysis(result: FileResult, path: str, text: str, settings: Settings) -> tuple[bool, bool]:
+def static_analysis(result: FileResult, path: str, text: str, settings: Settings,
+                    source_path: str | None = None) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes)."""
     module = parse_source(path, text)
@@ -91,7 +92,8 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
 
-    facts = extract_facts(path, module)
+    facts = extract_facts(path, module, source_path)
+    result.reads = facts.reads
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
     result.links = file_links(facts, text)

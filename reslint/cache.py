@@ -101,6 +101,20 @@ def imports_digest(path: str, root: str | os.PathLike) -> str:
     return digest_of(*parts)
 
 
+def reads_digest(paths: list[str]) -> str:
+    """A digest of the other files the static engine read for a result: their paths and bytes."""
+    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
+    parts: list[str | bytes] = []
+    for path in paths:
+        try:
+            contents = read_project_file(path, None, MAX_SOURCE_BYTES)
+        except OSError:
+            contents = b"<unreadable>"
+        parts += [path, contents]
+    return digest_of(*parts)
+
+
 class FileCache:
     def __init__(self, root: str | os.PathLike, settings: Settings):
         self.root = os.fspath(root)
@@ -130,8 +144,12 @@ class FileCache:
             imports = body.get("imports")
             if imports is not None and imports != imports_digest(path, self.root):
                 return None
+            reads = body.get("reads") or {}
+            if reads and reads.get("digest") != reads_digest(reads.get("paths", [])):
+                return None
             result = FileResult.from_dict(body["result"])
             result.imported = imports is not None
+            result.reads = list(reads.get("paths", []))
             return result
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -145,6 +163,7 @@ class FileCache:
             payload = json.dumps({
                 "key": content_key(data, display, self.settings),
                 "imports": imports_digest(path, self.root) if result.imported else None,
+                "reads": {"paths": result.reads, "digest": reads_digest(result.reads)} if result.reads else None,
                 "result": result.to_dict(),
             }, separators=(",", ":"))
             entry = {"format": FORMAT, "mac": sign(secret, payload), "payload": payload}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reslint.findings import ModelSummary, StackSummary
+from reslint.findings import ModelSummary, StackSummary, placement_label
 
 LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
 
@@ -55,6 +55,7 @@ class ResidualAdd:
     parallel: bool = False  # several branches summed with one skip (GPT-J/NeoX style)
     skip_scaled: bool = False  # DeepNorm-style alpha * x on the skip
     skip_projection: bool = False
+    skip_normalised: bool = False  # the skip path normalises the stream (`conv(LN(x))`): no identity stream
     gated_branch: bool = False  # ReZero-style alpha * F(x)
     dropout_on_skip: bool = False
     width_mismatch: str = ""  # human description when the widths provably differ
@@ -64,6 +65,7 @@ class ResidualAdd:
     skip_shape: tuple | None = None  # exact shapes, from the trace engine
     branch_shape: tuple | None = None
     broadcast: str = ""  # "(2, 16, 16) + (2, 16, 1)" when the shapes differ but broadcast
+    alternative: str = ""  # "config.pre_norm = True": the add exists so only when a flag leaves its default
 
 
 @dataclass(frozen=True)
@@ -121,14 +123,20 @@ class FileFacts:
     residuals: list[ResidualAdd] = field(default_factory=list)
     stacks: dict[str, Stack] = field(default_factory=dict)
     linear_chains: list[LinearChain] = field(default_factory=list)
+    alternatives: list[ResidualAdd] = field(default_factory=list)  # what flags off their default would build
     models: list[ModelFacts] = field(default_factory=list)
     post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
     class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
     class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
     limits: list[AnalysisLimit] = field(default_factory=list)  # the static evaluator's budgets it went over
+    reads: list[str] = field(default_factory=list)  # other files read for config defaults (absolute paths)
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]
+
+    def identity_stream(self, key: str) -> bool:
+        """False when a block of the stack normalises its skip path too: the stream restarts every block."""
+        return not any(add.skip_normalised for add in self.residuals_of_stack(key))
 
     def stack_placement(self, key: str) -> str:
         stack = self.stacks[key]
@@ -146,7 +154,7 @@ class FileFacts:
                     depth=self.stacks[key].depth,
                     placement=self.stack_placement(key),
                     final_norm=self.stacks[key].final_norm
-                    if self.stack_placement(key) in ("pre", "parallel-pre", "sandwich")
+                    if self.stack_placement(key) in ("pre", "parallel-pre", "sandwich") and self.identity_stream(key)
                     else None,
                     line=self.stacks[key].span.line,
                 )
@@ -156,9 +164,26 @@ class FileFacts:
                 continue
             summaries.append(
                 ModelSummary(path=self.path, name=model.name, line=model.span.line,
-                             stacks=stacks, placement=model.placement, engine=self.engine)
+                             stacks=stacks, placement=model.placement, engine=self.engine,
+                             notes=self.alternative_notes(model))
             )
         return summaries
+
+    def alternative_notes(self, model: ModelFacts) -> tuple[str, ...]:
+        """`self.layers: Post-LN by default, Pre-LN when config.pre_norm = True`, per stack a flag changes."""
+        notes = []
+        for key in model.stacks:
+            by_flag: dict[str, list[ResidualAdd]] = {}
+            for add in self.alternatives:
+                if add.stack == key:
+                    by_flag.setdefault(add.alternative, []).append(add)
+            default = self.stack_placement(key)
+            for flag, adds in sorted(by_flag.items()):
+                other = combined_placement(adds)
+                if other != default and other not in ("none", "unknown"):
+                    notes.append(f"{self.stacks[key].attribute}: {placement_label(default)} by default, "
+                                 f"{placement_label(other)} when {flag}")
+        return tuple(notes)
 
 
 def exclusive(first: ResidualAdd, second: ResidualAdd) -> bool:

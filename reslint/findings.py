@@ -163,6 +163,8 @@ class FileResult:
     cacheable: bool = field(default=True, compare=False)
     # The trace engine imported the file: the result also depends on the project files it imports
     imported: bool = field(default=False, compare=False)
+    # Other files the static engine read (imported config modules): the result depends on them too
+    reads: list[str] = field(default_factory=list, compare=False)
     skipped: bool = False  # the pre-filter found no model or training code: nothing was analysed
 
     def to_dict(self) -> dict:

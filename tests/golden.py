@@ -34,7 +34,8 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
     if relative.startswith("fixtures/hostile/") and not settings.static:
         # They hang, crash or raise when imported or run: only an isolated full check may try that.
         raise ValueError(f"{relative} is hostile: its golden file pins the static check only")
-    result = analyze_file(relative, path.read_bytes(), settings)
+    # The static check reads the config modules a file imports, next to the file wherever pytest runs.
+    result = analyze_file(relative, path.read_bytes(), settings, str(path) if settings.static else None)
     lines = [f"{f.line}:{f.column} {f.code}" for f in sorted(result.findings, key=lambda f: f.sort_key)]
     for model in result.models:
         for stack in model.stacks:

@@ -11,6 +11,8 @@ def check(facts: FileFacts, settings: Settings):
     for key, stack in sorted(facts.stacks.items()):
         if placement_family(facts.stack_placement(key)) != "pre" or stack.final_norm is not False:
             continue
+        if not facts.identity_stream(key):
+            continue
         where = stack.iteration or stack.span
         yield Finding(
             "RL103",

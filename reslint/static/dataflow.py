@@ -152,6 +152,7 @@ class Evaluator:
         # every `if` on one flag takes the same branch within one evaluation.
         self.assumptions: dict[str, bool] = {}
         self.undecided: list[str] = []
+        self.flag_defaults: dict[str, bool] = {}  # configurable flags whose default is known -> that default
 
     # ----- entry points ---------------------------------------------------------
 
@@ -455,9 +456,70 @@ class Evaluator:
         flipped = 0
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             test, flipped = test.expression, flipped ^ 1
-        if isinstance(test, cst.Attribute) and scope.self_value is not None and _rooted_at_self(test):
-            return ("flag", f"{scope.self_value.cls.name}:{self.code(test)}"), flipped
+        flag = self.flag_of(test, scope)
+        if flag is not None:
+            return ("flag", flag[0]), flipped ^ flag[3]
         return next(self.if_ids), 0
+
+    def flag_of(self, test, scope: Scope):
+        """The configuration flag a condition reads: (identity, value or UNKNOWN, configurable, negated), or None.
+
+        A flag set from a config field (`config.pre_norm`, directly or through constructor arguments, or
+        `kwargs.get("pre_norm", False)`) is named after that field, so every layer reading it is one flag;
+        `self.layer_norm_position == "post"` is a flag too. Configurable: its value is a default someone may
+        change (a config field or constructor default), not a literal the code fixes.
+        """
+        if scope.self_value is None:
+            return None
+        if isinstance(test, cst.Attribute) and _rooted_at_self(test):
+            if is_self_attr(test):
+                return self.flag_source(scope.self_value, test.attr.value) + (0,)
+            field = _config_field(test)
+            if field is not None:
+                return f"config.{field[0]}", self.index.config_field(field[0]), True, 0
+            return f"{scope.self_value.cls.name}:{self.code(test)}", UNKNOWN, False, 0
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, (cst.Equal, cst.NotEqual)) and isinstance(
+                test.comparisons[0].comparator, cst.SimpleString):
+            literal = string_value(test.comparisons[0].comparator)
+            inner = self.flag_of(test.left, scope)
+            if inner is None or literal is None:
+                return None
+            key, value, configurable, _ = inner
+            equal = value == literal if isinstance(value, str) else UNKNOWN
+            return f"{key} == {literal!r}", equal, configurable, int(isinstance(test.comparisons[0].operator,
+                                                                                cst.NotEqual))
+        return None
+
+    def flag_source(self, self_value: SelfRef, attr: str) -> tuple[str, object, bool]:
+        """(identity, value, configurable) of `self.attr`, followed to the config field or argument it holds."""
+        info = self_value.cls
+        own = f"{info.name}:self.{attr}"
+        expr = self.index.attr_value(info, attr)
+        if expr is None:
+            return own, UNKNOWN, False
+        if isinstance(expr, cst.Name) and expr.value in info.init_defaults:
+            passed = self._constructor_arg(self_value.spec, info, expr.value) if self_value.spec else None
+            if passed is None:
+                default = info.init_defaults[expr.value]
+                return own, self.index.fold(None, default) if default is not None else UNKNOWN, True
+            field = _config_field(passed)
+            if field is not None:
+                return f"config.{field[0]}", self._config_value(self_value.spec.owner, passed, field), True
+            owner = self_value.spec.owner
+            forwarded = isinstance(passed, cst.Name) and owner is not None and passed.value in owner.init_defaults
+            return own, self.index.fold(owner, passed), forwarded
+        field = _config_field(expr)
+        if field is not None:
+            return f"config.{field[0]}", self._config_value(info, expr, field), True
+        return own, self.index.fold(info, expr), False
+
+    def _config_value(self, info, expr, field):
+        name, default = field
+        value = self.index.config_field(name)
+        if value is UNKNOWN and default is not None:
+            value = self.index.fold(info, default)
+        return value
 
     def _merge_envs(self, envs: list[dict], where, scope: Scope) -> dict:
         merged = dict(envs[0])
@@ -482,14 +544,18 @@ class Evaluator:
         if isinstance(test, cst.Name) and test.value in scope.env:
             value = scope.env[test.value]
             return bool(value.value) if isinstance(value, Const) else None
-        if isinstance(test, cst.Attribute) and scope.self_value is not None and _rooted_at_self(test):
-            key = f"{scope.self_value.cls.name}:{self.code(test)}"
+        flag = self.flag_of(test, scope)
+        if flag is not None:
+            key, value, configurable, negated = flag
             if key in self.assumptions:
-                return self.assumptions[key]
-            decided = self.fold_self_attr(scope.self_value, test.attr.value) if is_self_attr(test) else None
-            if decided is None and key not in self.undecided:
-                self.undecided.append(key)
-            return decided
+                return self.assumptions[key] ^ bool(negated)
+            if value is UNKNOWN:
+                if key not in self.undecided:
+                    self.undecided.append(key)
+                return None
+            if configurable:
+                self.flag_defaults.setdefault(key, bool(value))
+            return bool(value) ^ bool(negated)
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             comparison = test.comparisons[0]
             if isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(comparison.comparator, cst.Name) \
@@ -501,20 +567,6 @@ class Evaluator:
                 if isinstance(left, (ModRef, Node)):
                     return not isinstance(comparison.operator, cst.Is)
         return None
-
-    def fold_self_attr(self, self_value: SelfRef, attr: str):
-        info = self_value.cls
-        expr = self.index.attr_value(info, attr)
-        if expr is None:
-            return None
-        value = self.index.fold(info, expr)
-        if self_value.spec is not None and isinstance(expr, cst.Name) and expr.value in info.init_defaults:
-            passed = self._constructor_arg(self_value.spec, info, expr.value)
-            if passed is not None:
-                value = self.index.fold(self_value.spec.owner, passed)
-        if value is UNKNOWN:
-            return None
-        return bool(value)
 
     def _constructor_arg(self, spec: ModuleSpec, info: ClassInfo, name: str):
         init = info.methods.get("__init__")
@@ -1123,6 +1175,31 @@ class RecordValue(TupleValue):
     def __init__(self, args: list, fields: dict):
         super().__init__(tuple(args) + tuple(fields.values()))
         self.fields = fields
+
+
+CONFIG_OBJECTS = ("config", "cfg", "args", "opt", "opts", "hparams", "kwargs", "params")
+
+
+def _config_field(expr: cst.BaseExpression):
+    """`config.pre_norm`, `self.config.pre_norm`, `kwargs.get("pre_norm", False)`, `getattr(config, "pre_norm",
+    False)`: (the field's name, its default expression or None); None for anything else."""
+    if isinstance(expr, cst.Attribute):
+        base = expr.value
+        if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == "self":
+            base = base.attr
+        if isinstance(base, cst.Name) and base.value.lower() in CONFIG_OBJECTS:
+            return expr.attr.value, None
+        return None
+    if isinstance(expr, cst.Call):
+        args = [arg.value for arg in expr.args]
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and args \
+                and isinstance(args[0], cst.SimpleString) and _config_field(cst.Attribute(expr.func.value,
+                                                                                         cst.Name("x"))):
+            return string_value(args[0]), args[1] if len(args) > 1 else None
+        if isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and len(args) >= 2 \
+                and isinstance(args[1], cst.SimpleString):
+            return string_value(args[1]), args[2] if len(args) > 2 else None
+    return None
 
 
 def _rooted_at_self(node: cst.BaseExpression) -> bool:

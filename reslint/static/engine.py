@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
@@ -28,17 +30,18 @@ BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
 
-def extract_facts(path: str, module: cst.Module) -> FileFacts:
-    return StaticExtractor(path, module, SourceMap(module)).run()
+def extract_facts(path: str, module: cst.Module, source_path: str | None = None) -> FileFacts:
+    """`source_path`: where the file lies (default `path`), to read the config modules it imports."""
+    return StaticExtractor(path, module, SourceMap(module), source_path or path).run()
 
 
 class StaticExtractor:
-    def __init__(self, path: str, module: cst.Module, positions: SourceMap):
+    def __init__(self, path: str, module: cst.Module, positions: SourceMap, source_path: str | None = None):
         self.path = path
         self.module = module
         self.positions = positions
-        self.index = FileIndex(module)
-        self.facts = FileFacts(path=path, engine="static")
+        self.index = FileIndex(module, source_path)
+        self.facts = FileFacts(path=path, engine="static", reads=self.index.config_reads)
         self.norm_kinds: dict[str, str | None] = {}
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
 
@@ -65,17 +68,23 @@ class StaticExtractor:
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
+        self.alternative_facts: dict[tuple, ResidualAdd] = {}
+        self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
+        self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
+        self.flagged: set[str] = set()  # classes whose forward branches on a placement flag
         for info in module_classes:
-            for graph, assumed in self._evaluations(info, norm_kinds):
-                self.graphs.setdefault(info.name, graph)
-                self._collect(graph, assumed)
+            for graph, assumed, other in self._evaluations(info, norm_kinds):
+                if not other:
+                    self.graphs.setdefault(info.name, graph)
+                self._collect(graph, assumed, other, info.name)
         self._finish(module_classes, outermost)
         self.facts.limits = [AnalysisLimit(Span(self.path, hit.line, hit.column), hit.budget, budget_limits()[hit.budget])
                              for hit in file_budget(self.index).hits.values()]
         return self.facts
 
     def _evaluations(self, info: ClassInfo, norm_kinds):
-        """One graph per assignment of the configuration flags the forward branches on (at most two flags)."""
+        """One graph per assignment of the configuration flags the forward branches on (at most two flags),
+        then one per placement flag whose default is known, with the other value: (graph, assumed, other)."""
         evaluator = Evaluator(self.index, self.positions, self.path)
         evaluator.norm_class_kinds = norm_kinds
         try:  # over the file's work budget: this class yields no graph, the facts found so far stand (RL904)
@@ -84,9 +93,8 @@ class StaticExtractor:
             return
         flags = sorted(evaluator.undecided, key=_placement_flag_first)[:2]
         if not flags:
-            yield graph, ()
-            return
-        for values in product((True, False), repeat=len(flags)):
+            yield graph, (), ""
+        for values in product((True, False), repeat=len(flags)) if flags else ():
             assumed = Evaluator(self.index, self.positions, self.path)
             assumed.norm_class_kinds = norm_kinds
             assumed.assumptions = dict(zip(flags, values))
@@ -94,16 +102,41 @@ class StaticExtractor:
                 graph = assumed.evaluate_class(info)
             except BudgetExceeded:
                 return
-            yield graph, tuple((("flag", flag), 0 if value else 1) for flag, value in zip(flags, values))
+            yield graph, tuple((("flag", flag), 0 if value else 1) for flag, value in zip(flags, values)), ""
+        defaults = [flag for flag in evaluator.flag_defaults if _placement_flag_first(flag) == 0]
+        if defaults or any(_placement_flag_first(flag) == 0 for flag in evaluator.undecided):
+            self.flagged.add(info.name)
+        for flag in defaults[:2]:
+            other = Evaluator(self.index, self.positions, self.path)
+            other.norm_class_kinds = norm_kinds
+            other.assumptions = {flag: not evaluator.flag_defaults[flag]}
+            try:
+                graph = other.evaluate_class(info)
+            except BudgetExceeded:
+                return
+            yield graph, (), flag_text(flag, not evaluator.flag_defaults[flag])
 
-    def _collect(self, graph: Graph, assumed: tuple) -> None:
+    def _collect(self, graph: Graph, assumed: tuple, other: str = "", root: str = "") -> None:
+        if other:
+            # The branch a flag takes only when its default is changed: mentioned, never the placement.
+            for residual in find_residuals(graph, self.index):
+                fact = replace(self._residual_fact(residual), alternative=other)
+                self.alternative_facts.setdefault((fact.span.line, fact.span.column, fact.stack, other), fact)
+            return
         for norm in find_hand_written_norms(graph):
+            if _loss_target(norm.output):
+                continue  # MAE's per-patch target normalisation: statistics of a target, not a norm layer
             fact = self._hand_written_fact(norm)
             self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
         for residual in find_residuals(graph, self.index):
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
+            if fact.block == root:
+                self.standalone.setdefault(key, True)
+            else:
+                self.standalone[key] = False
+                self.in_context.update((fact.block, key[:2]))
         for key, outputs in graph.stack_outputs.items():
             # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
             found = _final_norm(outputs)
@@ -115,9 +148,13 @@ class StaticExtractor:
             self.chains.setdefault((chain.span.line, chain.span.column), chain)
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
-        self.facts.residuals = list(self.residual_facts.values())
+        # A block seen inside a class that builds it: how that class builds it decides, not the block's
+        # own placement flags (a Post-LN default the model overrides is not reported).
+        self.facts.residuals = [fact for key, fact in self.residual_facts.items() if not (self.standalone.get(key) and (
+            key[:2] in self.in_context or fact.block in self.in_context and fact.block in self.flagged))]
         self.facts.residuals.extend(self._builtin_layer_residuals(module_classes))
         self.facts.residuals.sort(key=lambda r: (r.span.line, r.span.column))
+        self.facts.alternatives = sorted(self.alternative_facts.values(), key=lambda r: (r.span.line, r.span.column))
         self.facts.stacks = self._stacks(module_classes)
         self.facts.linear_chains = sorted(self.chains.values(), key=lambda c: (c.span.line, c.span.column))
         sequence_classes = set()
@@ -177,7 +214,8 @@ class StaticExtractor:
             span=self.node_span(add), block=add.owner or block, placement=residual.placement,
             skip=skip_text, branch=branch_text, parallel=residual.parallel,
             skip_scaled=residual.skip_scaled, skip_projection=residual.skip_projection,
-            gated_branch=residual.gated_branch, dropout_on_skip=residual.dropout_on_skip,
+            skip_normalised=residual.skip_normalised, gated_branch=residual.gated_branch,
+            dropout_on_skip=residual.dropout_on_skip,
             width_mismatch=residual.width_mismatch, stack=frame.key if frame is not None else "",
             condition=add.condition + assumed,
         )
@@ -425,6 +463,26 @@ class StaticExtractor:
         return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
 
 
+def _loss_target(output: Node) -> bool:
+    """Whether a normalised value only ends up compared with a prediction in a loss (`(pred - target) ** 2`,
+    `mse_loss(pred, target)`), never entering a layer."""
+    compared = False
+    pending, seen = [output], set()
+    while pending and len(seen) < 2000:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            name = str(user.info.get("name") or user.info.get("function") or "").lower()
+            if "loss" in name or user.op == "sub":
+                compared = True
+            elif user.parametrised or user.op == "norm":
+                return False
+            pending.append(user)
+    return compared
+
+
 def _is_linear(node: Node) -> bool:
     return node.op == "module" and node.info.get("module") in torch_api.LINEAR_MODULES and node.info.get("spec")
 
@@ -570,6 +628,14 @@ def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
 
 
 PLACEMENT_FLAG_WORDS = ("norm", "pre", "post", "before", "after", "first", "parallel", "residual", "sandwich")
+
+
+def flag_text(flag: str, value: bool) -> str:
+    """How a summary names a flag's other value: `config.pre_norm = True`, `self.position != 'post'`."""
+    name = flag.split(":", 1)[-1]
+    if " == " in name and not value:
+        return name.replace(" == ", " != ")
+    return name if " == " in name else f"{name} = {value}"
 
 
 def _placement_flag_first(flag: str) -> int:

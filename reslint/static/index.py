@@ -59,13 +59,22 @@ class ClassInfo:
 
 
 class FileIndex:
-    def __init__(self, module: cst.Module):
+    def __init__(self, module: cst.Module, source_path: str | None = None):
+        """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
         self.module = module
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self._collect(module)
+        self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
+        self.config_sources: list[FileIndex] = []  # and their indexes
+        if source_path is not None:
+            from reslint.static.config_sources import imported_config_indexes
+
+            found = imported_config_indexes(self, source_path)
+            self.config_reads = [path for path, _ in found]
+            self.config_sources = [index for _, index in found]
         for info in self.classes.values():
             self._collect_init(info)
 
@@ -383,6 +392,9 @@ class FileIndex:
             return UNKNOWN
         if isinstance(expr, (cst.Integer, cst.Float)):
             return literal_number(expr)
+        if isinstance(expr, cst.SimpleString):
+            value = string_value(expr)
+            return UNKNOWN if value is None else value
         if isinstance(expr, cst.Name):
             if expr.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.value]
@@ -430,6 +442,11 @@ class FileIndex:
             if name in info.init_defaults and info.init_defaults[name] is not None:
                 values.add(self.fold(None, info.init_defaults[name], depth + 1))
         values.discard(UNKNOWN)
+        if not values:
+            # The config classes the file imports from a sibling module (set by the static engine).
+            for source in self.config_sources:
+                values.add(source.config_field(name, depth + 1))
+            values.discard(UNKNOWN)
         if len(values) == 1:
             return values.pop()
         return UNKNOWN

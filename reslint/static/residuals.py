@@ -24,6 +24,7 @@ class Residual:
     parallel: bool = False
     skip_scaled: bool = False
     skip_projection: bool = False
+    skip_normalised: bool = False
     gated_branch: bool = False
     dropout_on_skip: bool = False
     width_mismatch: str = ""
@@ -74,7 +75,12 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
             continue  # the sum itself is the next residual's skip: any norm on it is that branch's pre-norm
         if any(_same_block(residual.add, norm) for norm in norms_by_source.get(id(residual.add), [])):
             residual.placement = "post"
-    return residuals
+    # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
+    # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
+    streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
+               for node in (residual.skip, root(residual.skip))}
+    return [residual for residual in residuals if residual.skip_projection or not all(
+        _side_input(residual.skip, residual.add.inputs[j], residual.add, streams) for j in residual.branches)]
 
 
 def _stream_continues(add: Node, skips: set[int]) -> bool:
@@ -114,19 +120,59 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
         for depth, candidate in enumerate(walked + [deepest]):
             if candidate.op in ("const", "attr"):
                 continue
-            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)]
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, candidate, True)
+                        and not _side_input(candidate, term, add)]
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
                                  projection=False)
     for skip_index, (skip_root, walked) in enumerate(stripped):
-        if not _is_projection(skip_root) or not skip_root.inputs:
-            continue
-        source = root(skip_root.inputs[0])
-        branches = [j for j, term in enumerate(terms)
-                    if j != skip_index and reaches(term, source, True) and root(term) is not skip_root]
-        if branches:
-            return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
+        steps = _skip_path(skip_root)
+        for depth in range(1, len(steps)):
+            if not any(_is_projection(step) for step in steps[:depth]):
+                continue
+            source = steps[depth]
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
+                        and not any(id(step) in ancestors(term) for step in steps[:depth])]
+            if branches:
+                residual = _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
+                residual.skip_normalised = any(step.op == "norm" or is_layer_norm(step) for step in steps[:depth])
+                return residual
     return None
+
+
+def _skip_path(skip_root: Node) -> list[Node]:
+    """The skip operand and the values it is computed from by one-input ops: projections, norms,
+    activations and views (`GLU(conv(LN(x)))`), nearest first."""
+    steps, node = [skip_root], skip_root
+    while len(steps) < 16 and (_is_projection(node) or node.op in ("norm", "act", "pass", "dropout")
+                               or is_layer_norm(node)):
+        inputs = data_inputs(node)
+        if len(inputs) != 1:
+            break
+        node = inputs[0]
+        steps.append(node)
+    return steps
+
+
+def _side_input(source: Node, term: Node, add: Node, streams: set[int] = frozenset()) -> bool:
+    """Whether `source` reaches `term` only by being added, as it is, where it is not the stream: by the
+    same line in an earlier layer (an attention mask or position bias every layer adds to its scores),
+    or to a value that is the skip of a residual (`streams`: a position term added to the stream)."""
+    pending, seen = [(source, True)], set()
+    while pending:
+        node, direct = pending.pop()
+        if node is term:
+            return False
+        if (id(node), direct) in seen or len(seen) > 20000:
+            continue
+        seen.add((id(node), direct))
+        for user in node.users:
+            if direct and user.op == "add" and len(data_inputs(user)) > 1 and (user.line == add.line or any(
+                    id(other) in streams or id(root(other)) in streams for other in data_inputs(user)
+                    if other is not node)):
+                continue
+            pending.append((user, direct and user.op in ("dropout", "pass") and user.inputs[0] is node))
+    return True
 
 
 def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, projection) -> Residual:

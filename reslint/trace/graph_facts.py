@@ -43,6 +43,9 @@ LAYER_NORM_OPS = {"layer_norm": "layernorm", "native_layer_norm": "layernorm", "
 BATCH_NORM_OPS = {"batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
                   "_native_batch_norm_legit_functional", "native_batch_norm", "cudnn_batch_norm",
                   "_batch_norm_impl_index", "_batch_norm_with_update", "_batch_norm_no_update"}
+# Ops a transformed skip may apply around its projection (`GLU(conv(LN(x)))`), besides norms and views.
+SKIP_PATH_OPS = {"glu", "gelu", "relu", "silu", "tanh", "sigmoid", "transpose", "permute", "layer_norm",
+                 "native_layer_norm", "rms_norm", "getitem", "avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d"}
 SHAPE_ONLY_OPS = {"sym_size", "sym_numel", "sym_stride", "size", "dim", "arange", "zeros", "ones", "full",
                   "empty", "new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like",
                   "empty_like", "full_like", "scalar_tensor", "_assert_tensor_metadata", "sym_constrain_range"}
@@ -143,6 +146,7 @@ class Residual:
     skip_projection: bool = False
     gated_branch: bool = False
     dropout_on_skip: bool = False
+    skip_normalised: bool = False
 
 
 class GraphFacts:
@@ -400,6 +404,15 @@ class GraphFacts:
                 terms.append(operand)
         return terms
 
+    def _sum_nodes(self, add) -> list:
+        """The add and the inner sums `sum_terms` folds into it (`a + b + c` written on several lines)."""
+        nodes = [add]
+        for operand in add.args[:2]:
+            if hasattr(operand, "op") and operand in self.ops and self.ops[operand] in ADD_OPS \
+                    and len(operand.users) == 1 and len(self.data_inputs(operand)) == 2:
+                nodes.extend(self._sum_nodes(operand))
+        return nodes
+
     def find_residuals(self) -> list[Residual]:
         self.find_norms()
         by_source = self.norms_by_source()
@@ -425,7 +438,12 @@ class GraphFacts:
                 continue
             if any(self._same_block(residual.add, norm) for norm in by_source.get(residual.add, [])):
                 residual.placement = "post"
-        return residuals
+        # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
+        # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
+        streams = {node for r in residuals if r.placement in ("pre", "post", "sandwich")
+                   for node in (r.skip, r.skip_term)}
+        return [r for r in residuals if r.skip_projection or not all(
+            self._side_input(r.skip, branch, r.add, streams) for branch in r.branches)]
 
     def _classify(self, add, terms, by_source) -> Residual | None:
         stripped = [self.strip(term, allow_scale=True) for term in terms]
@@ -436,22 +454,66 @@ class GraphFacts:
             for depth, candidate in enumerate(chain):
                 if candidate.op == "get_attr" or candidate in self.params:
                     continue
-                branches = [j for j, found in enumerate(reached) if found is not None and found.get(candidate)]
+                branches = [j for j, found in enumerate(reached) if found is not None and found.get(candidate)
+                            and not self._side_input(candidate, terms[j], add)]
                 if branches:
                     return self._residual(add, terms, skip_index, candidate, walked[:depth], branches, reached,
                                           by_source, projection=False)
         for skip_index, (skip_root, walked) in enumerate(stripped):
-            if not self.is_projection(skip_root) or not self.data_inputs(skip_root):
-                continue
-            source = self.root(self.data_inputs(skip_root)[0])
-            floor = self.index[source]
-            reached = [self.reach(term, floor) if j != skip_index else None for j, term in enumerate(terms)]
-            branches = [j for j, found in enumerate(reached)
-                        if found is not None and found.get(source) and skip_root not in found]
-            if branches:
-                return self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
-                                      projection=True)
+            steps = self._skip_path(skip_root)
+            for depth in range(1, len(steps)):
+                if not any(self.is_projection(step) for step in steps[:depth]):
+                    continue
+                source = steps[depth]
+                reached = [self.reach(term, self.index[source]) if j != skip_index else None
+                           for j, term in enumerate(terms)]
+                branches = [j for j, found in enumerate(reached) if found is not None and found.get(source)
+                            and not any(step in found for step in steps[:depth])]
+                if branches:
+                    residual = self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
+                                              projection=True)
+                    residual.skip_normalised = any(step in self.norms or self.ops[step] in LAYER_NORM_OPS
+                                                   for step in steps[:depth])
+                    return residual
         return None
+
+    def _skip_path(self, skip_root) -> list:
+        """The skip operand and the values it is computed from by one-input ops: projections, norms,
+        activations and views (`GLU(conv(LN(x)))`), nearest first."""
+        steps, node = [skip_root], skip_root
+        while len(steps) < 16 and (self.is_projection(node) or node in self.norms or self.ops[node] in SKIP_PATH_OPS
+                                   or self.passthrough_input(node, allow_scale=True) is not None):
+            inputs = self.data_inputs(node)
+            if len(inputs) != 1:
+                break
+            node = inputs[0]
+            steps.append(node)
+        return steps
+
+    def _side_input(self, source, term, add, streams=frozenset()) -> bool:
+        """Whether `source` reaches `term` only by being added, as it is, where it is not the stream: by the
+        same line in an earlier layer (an attention mask or position bias every layer adds to its scores),
+        or to a value that is the skip of a residual (`streams`: a position term added to the stream)."""
+        limit = self.index[term]
+        lines = {self.span_of(node).line for node in self._sum_nodes(add)}
+        pending, seen = [(source, True)], set()
+        while pending:
+            node, direct = pending.pop()
+            if node is term:
+                return False
+            if (node, direct) in seen:
+                continue
+            seen.add((node, direct))
+            for user in node.users:
+                if self.index.get(user, limit + 1) > limit:
+                    continue
+                if direct and self.ops[user] in ADD_OPS and len(self.data_inputs(user)) > 1 and (
+                        self.span_of(user).line in lines or any(
+                            other in streams or self.root(other) in streams
+                            for other in self.data_inputs(user) if other is not node)):
+                    continue
+                pending.append((user, direct and self.passthrough_input(user, allow_scale=True) is node))
+        return True
 
     def _residual(self, add, terms, skip_index, skip, walked, branches, reached, by_source, projection):
         residual = Residual(add, terms[skip_index], skip, [terms[j] for j in branches], walked,
@@ -688,7 +750,8 @@ class GraphFacts:
             span=span, block=block, placement=residual.placement,
             skip=skip_text, branch=branch_text,
             parallel=residual.parallel, skip_scaled=residual.skip_scaled,
-            skip_projection=residual.skip_projection, gated_branch=residual.gated_branch,
+            skip_projection=residual.skip_projection, skip_normalised=residual.skip_normalised,
+            gated_branch=residual.gated_branch,
             dropout_on_skip=residual.dropout_on_skip, width_mismatch=width_mismatch, stack=key,
             builtin=builtin, skip_shape=skip_shape, branch_shape=branch_shape, broadcast=broadcast,
         )
