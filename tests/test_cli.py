@@ -71,9 +71,20 @@ def test_clean_files_exit_0(tmp_path):
 def test_warnings_fail_by_default(project):
     result = check(project)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[:2] == [
-        f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + result.stdout.splitlines()[0].split("[warning] ")[1],
-        f"post.py:{POST_LN_LINE}:26: RL101 [info] " + result.stdout.splitlines()[1].split("[info] ")[1],
+    lines = result.stdout.splitlines()
+    # Each finding with its source line under it (ruff's full output), a caret at the column.
+    assert lines[:11] == [
+        f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + lines[0].split("[warning] ")[1],
+        "  |",
+        f"{BATCHNORM_LINE} |         self.norm = nn.BatchNorm1d(16)",
+        "  |                     ^ RL201",
+        "  |",
+        "",
+        f"post.py:{POST_LN_LINE}:26: RL101 [info] " + lines[6].split("[info] ")[1],
+        "   |",
+        f"{POST_LN_LINE} |         return self.norm(x + self.ff(x))",
+        "   |                          ^ RL101",
+        "   |",
     ]
     assert result.stdout.endswith(
         "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).\n")
@@ -131,7 +142,16 @@ def test_select_and_ignore_with_prefixes(project, args, expected, check_here):
         (["--fail-on", "fatal"], "reslint: error: Invalid value for '--fail-on'"),
         (["--jobs", "0"], "reslint: error: Invalid value for '--jobs'"),
         (["--no-such-flag"], "reslint: error: No such option"),
-        (["--statistics", "--output-format", "sarif"], "reslint: error: --statistics works with --output-format text or json"),
+        (["--statistics", "--output-format", "sarif"], "reslint: error: --statistics works with --output-format text, concise or json"),
+        (["--select", ""], "reslint: error: --select: no rule code given (expected codes or prefixes, e.g. RL1,RL201)"),
+        (["--extend-select", " , "], "reslint: error: --extend-select: no rule code given"),
+        (["--select", "RL601"], "reslint: error: --select: only probe rules selected (RL601): `reslint probe` reports them, check never does"),
+        (["--extend-ignore", "RL77"], "reslint: error: --extend-ignore: unknown rule code or prefix: 'RL77'"),
+        (["--model", "post.py:Block(d="], "reslint: error: --model: 'post.py:Block(d=': EXPR is not a Python expression: '(' was never closed"),
+        (["--inputs", "long[2,64"], "reslint: error: --inputs: 'long[2,64': neither a shape spec such as long[2,64]<50257 nor a Python expression"),
+        (["--stdin-filename", "m.py", "post.py"], "reslint: error: --stdin-filename names the file read from stdin: pass - as the PATH"),
+        (["-", "post.py"], "reslint: error: - (stdin) cannot be combined with other PATHs"),
+        (["--output-file", "no/such/dir/out.txt"], "reslint: error: --output-file: cannot write no/such/dir/out.txt: No such file or directory"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(project, args, message, check_here):
