@@ -392,8 +392,10 @@ def class_location(cls: type) -> tuple[str | None, int]:
         return None, 1
     if not path or not os.path.isfile(path):
         return None, 1
+    from reslint.trace.models import class_statement_line
+
     try:
-        line = inspect.getsourcelines(cls)[1]
+        line = class_statement_line(cls)
     except (OSError, TypeError):
         line = 1
     return os.path.abspath(path), max(1, line)
@@ -418,12 +420,12 @@ def check_model_spec(spec: str) -> None:
 
     target, expr = split_factory(spec)
     if not target or not expr:
-        raise UsageError(f"{spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()", option="models")
+        raise UsageError("expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()", option="models", value=spec)
     if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
-        raise UsageError(f"{spec!r}: file not found: {target}", option="models")
+        raise UsageError(f"file not found: {target}", option="models", value=spec)
     problem = syntax_problem(expr)
     if problem:
-        raise UsageError(f"{spec!r}: EXPR is not a Python expression: {problem}", option="models")
+        raise UsageError(f"EXPR is not a Python expression: {problem}", option="models", value=spec)
 
 
 def check_inputs_spec(spec: str) -> None:
@@ -434,8 +436,8 @@ def check_inputs_spec(spec: str) -> None:
         raise UsageError(f"expected a shape spec (long[2,64]<50257) or an expression, got {spec!r}", option="inputs")
     problem = None if parse_shape_spec(spec) is not None else syntax_problem(spec)
     if problem:
-        raise UsageError(f"{spec!r}: neither a shape spec such as long[2,64]<50257 nor a Python expression: {problem}",
-                         option="inputs")
+        raise UsageError(f"neither a shape spec such as long[2,64]<50257 nor a Python expression: {problem}",
+                         option="inputs", value=spec)
 
 
 def syntax_problem(expr: str) -> str | None:

@@ -23,16 +23,27 @@ class UsageError(ReslintError):
     and the CLI names the flag instead (`--select`, `--model`).
     """
 
-    def __init__(self, problem: str, option: str | None = None, cli_problem: str | None = None):
-        super().__init__(f"{option}: {problem}" if option else problem)
+    def __init__(self, problem: str, option: str | None = None, cli_problem: str | None = None, value: object = None):
         self.option = option
         self.problem = problem
         self.cli_problem = cli_problem or problem
+        self.value = value  # the bad value, shown after the option: `models 'm.py:GPT(': ...`
+        super().__init__(self.named(option))
+
+    def named(self, name: str | None) -> str:
+        if not name:
+            return self.problem
+        shown = name if self.value is None else f"{name} {self.value!r}"
+        return f"{shown}: {self.problem}"
 
     def cli_message(self) -> str:
         if not self.option:
             return self.cli_problem
-        return f"{CLI_FLAGS.get(self.option, '--' + self.option.replace('_', '-'))}: {self.cli_problem}"
+        self.problem, problem = self.cli_problem, self.problem
+        try:
+            return self.named(CLI_FLAGS.get(self.option, "--" + self.option.replace("_", "-")))
+        finally:
+            self.problem = problem
 
 
 # API arguments whose flag is spelled differently.

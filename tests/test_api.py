@@ -72,9 +72,9 @@ def test_check_paths_are_relative_to_cwd(tmp_path):
     ({"fail_on": "fatal"}, "fail_on: expected one of info, warning, error, got 'fatal'"),
     ({"jobs": 0}, "jobs: expected an integer >= 1, got 0"),
     ({"config": "nowhere.toml"}, "config file not found: nowhere.toml"),
-    ({"models": "no_colon"}, "models: 'no_colon': expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()"),
-    ({"models": "pkg.m:GPT(n_layer=", "static": True}, "models: 'pkg.m:GPT(n_layer=': EXPR is not a Python expression: '(' was never closed"),
-    ({"inputs": "long[2,64", "static": True}, "inputs: 'long[2,64': neither a shape spec such as long[2,64]<50257 nor a Python expression: '[' was never closed"),
+    ({"models": "no_colon"}, "models 'no_colon': expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()"),
+    ({"models": "pkg.m:GPT(n_layer=", "static": True}, "models 'pkg.m:GPT(n_layer=': EXPR is not a Python expression: '(' was never closed"),
+    ({"inputs": "long[2,64", "static": True}, "inputs 'long[2,64': neither a shape spec such as long[2,64]<50257 nor a Python expression: '[' was never closed"),
     ({"select": "", "static": True}, "select: no rule code given (expected codes or prefixes, e.g. RL1,RL201)"),
     ({"select": "RL6", "static": True}, "select: only probe rules selected (RL601, RL602, RL603, RL604): `reslint probe` reports them, check never does"),
 ])

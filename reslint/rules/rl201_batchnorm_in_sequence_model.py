@@ -16,7 +16,8 @@ def check(facts: FileFacts, settings: Settings):
     for norm in facts.norms:
         if norm.kind != "batchnorm" or norm.variant not in SEQUENCE_BATCHNORMS or not norm.in_sequence_model:
             continue
-        why = ", ".join(markers.get(norm.owner, ())[:2]) or "sequence inputs"
+        # sorted: the engines find the markers in different orders, the message must not differ
+        why = ", ".join(sorted(markers.get(norm.owner, ()))[:2]) or "sequence inputs"
         yield Finding(
             "RL201",
             f"{norm.variant} in `{norm.owner}`, part of a sequence model ({why}): its statistics mix samples "
