@@ -194,3 +194,14 @@ def test_readme_gitlab_job_gates(tmp_path, model, status):
     report = json.loads((checkout / "reslint.json").read_text())
     assert [(f["code"], f["path"], f["line"]) for f in report["findings"]] == (
         [("RL103", "models/bad_model.py", 37)] if status else [])
+
+
+def test_readme_snippets_changelog_and_package_name_one_version():
+    import reslint
+
+    version = reslint.__version__
+    assert re.findall(r"rev: v([\w.]+)", README) == [version]  # pre-commit
+    assert re.findall(r"reslint/reslint@v([\w.]+)", README) == [version]  # the action
+    assert re.findall(r"pip install reslint==([\w.]+)", README) == [version]  # GitLab
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.findall(r"^## \[([\w.]+)\]", changelog, re.M)[0] == version
