@@ -110,7 +110,7 @@ RULES: dict[str, RuleInfo] = {
                  "tracing failed; static facts were used instead",
                  "pass example inputs with --inputs, or simplify data-dependent control flow",
                  "trace"),
-        RuleInfo("RL904", "unused-noqa", "warning",
+        RuleInfo("RL905", "unused-noqa", "warning",
                  "a suppression comment names a code that matches no reslint rule, so it suppresses nothing",
                  "correct the code (reslint rules lists them) or remove it from the comment",
                  "any"),

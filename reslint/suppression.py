@@ -96,7 +96,7 @@ def unknown_codes(text: str) -> list[str]:
 
 
 def unused_noqa_findings(text: str | None, path: str) -> list[Finding]:
-    """RL904 for each suppression comment naming a code of ours that does not exist (`# noqa: RL999`)."""
+    """RL905 for each suppression comment naming a code of ours that does not exist (`# noqa: RL999`)."""
     if text is None or not any(marker in text.lower() for marker in MARKERS):
         return []
     findings = []
@@ -106,7 +106,7 @@ def unused_noqa_findings(text: str | None, path: str) -> list[Finding]:
                 named = unknown_codes(match.group("codes") or "")
                 if named:
                     findings.append(Finding(
-                        "RL904", f"`{match.group(0).strip()}` names no reslint rule ({', '.join(named)}), so it suppresses "
+                        "RL905", f"`{match.group(0).strip()}` names no reslint rule ({', '.join(named)}), so it suppresses "
                         "nothing; `reslint rules` lists the codes", path, line, column + match.start() + 1))
     return findings
 

@@ -666,10 +666,10 @@ def test_unknown_code_in_a_suppression_comment_is_rl904(tmp_path, check_here):
     write(tmp_path, {"post.py": source, "other.py": "import torch  # noqa: E501, F401, RL1\n"})
     document = json.loads(check_here(tmp_path, "--output-format", "json").stdout)
     assert [(f["path"], f["code"], f["line"], f["column"], f["severity"]) for f in document["findings"]] == [
-        ("post.py", "RL101", POST_LN_LINE, 26, "info"), ("post.py", "RL904", POST_LN_LINE, 43, "warning")]
+        ("post.py", "RL101", POST_LN_LINE, 26, "info"), ("post.py", "RL905", POST_LN_LINE, 43, "warning")]
     assert document["findings"][1]["message"] == (
         "`# noqa: RL999` names no reslint rule (RL999), so it suppresses nothing; `reslint rules` lists the codes")
-    silenced = source.replace("# noqa: RL999", "# noqa: RL999, RL904")
+    silenced = source.replace("# noqa: RL999", "# noqa: RL999, RL905")
     write(tmp_path, {"post.py": silenced})
     assert codes(check_here(tmp_path, "--output-format", "json").stdout) == [("post.py", "RL101", POST_LN_LINE)]
 
