@@ -661,7 +661,7 @@ def test_model_file_outside_the_paths_is_checked(tmp_path, check_here):
     assert codes(both.stdout) == [("other/post.py", "RL101", POST_LN_LINE), ("src/bn.py", "RL201", BATCHNORM_LINE)]
 
 
-def test_unknown_code_in_a_suppression_comment_is_rl904(tmp_path, check_here):
+def test_unknown_code_in_a_suppression_comment_is_rl905(tmp_path, check_here):
     source = POST_LN.replace("return self.norm(x + self.ff(x))", "return self.norm(x + self.ff(x))  # noqa: RL999")
     write(tmp_path, {"post.py": source, "other.py": "import torch  # noqa: E501, F401, RL1\n"})
     document = json.loads(check_here(tmp_path, "--output-format", "json").stdout)
