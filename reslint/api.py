@@ -31,12 +31,12 @@ from typing import Any, Union
 
 from reslint.catalog import SEVERITIES
 from reslint.config import Overrides, load_settings, split_codes
-from reslint.discovery import SourceFile, display_path, find_sources, root_relative
+from reslint.discovery import Discovery, SourceFile, display_path, find_sources, root_relative
 from reslint.errors import ReslintError, UsageError
 from reslint.findings import Finding, ModelSummary
 from reslint.probing.api import ProbeError, probe
 from reslint.probing.report import ProbeReport
-from reslint.runner import Report, check_sources, dedupe, is_reported
+from reslint.runner import Progress, Report, check_sources, dedupe, is_reported
 from reslint.settings import Settings
 
 __all__ = [
@@ -48,6 +48,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 Codes = Union[str, Iterable[str], None]
 
 TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
+TORCH_API_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or pass static=True"
 # check(cwd=...) changes the process's working directory for the call: one such call at a time.
 WORKING_DIRECTORY_LOCK = threading.RLock()
 
@@ -68,6 +69,13 @@ def check(
     cwd: PathLike | None = None,
     verbose: bool = False,
     fixes: bool = True,
+    extend_select: Codes = None,
+    extend_ignore: Codes = None,
+    exclude: str | Iterable[str] | None = None,
+    extend_exclude: str | Iterable[str] | None = None,
+    stdin: str | None = None,
+    stdin_filename: str | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     """Check Python files and directories, exactly as `reslint check` does, and return the report.
 
@@ -94,6 +102,17 @@ def check(
         verbose: Longer model summaries (e.g. which schedule counts as warmup, and why).
         fixes: Give each finding the checked fix that would repair it (`Finding.fix`); in the full
             check that traces the fixed file once more for each file with fixable findings.
+        extend_select: Codes or prefixes to report on top of the config's `select`.
+        extend_ignore: Codes or prefixes not to report, on top of the config's `ignore`.
+        exclude: Globs of paths not to check; replace the config's `exclude`.
+        extend_exclude: Globs of paths not to check, on top of the config's `exclude`.
+        stdin: Source text to check instead of `paths` (what `reslint check -` reads from stdin),
+            reported as `stdin_filename` (default `-`); never cached.
+        stdin_filename: The file `stdin` stands for: its path in findings, and what per-file-ignores match.
+        progress: Called as `progress(done, total, phase)` while files are analysed (phase: "cache",
+            "parsing", "tracing", "linking"); the CLI draws its progress line on a terminal with it.
+
+    A model factory of `models` naming a `.py` file outside `paths` adds that file to the check.
 
     Returns:
         The `Report`: findings (after `# noqa` / per-file-ignores / select / ignore, each with the
@@ -109,30 +128,87 @@ def check(
     overrides = Overrides(
         select=codes_argument(select),
         ignore=codes_argument(ignore),
+        extend_select=codes_argument(extend_select),
+        extend_ignore=codes_argument(extend_ignore),
+        exclude=globs_argument(exclude),
+        extend_exclude=globs_argument(extend_exclude),
         fail_on=severity_argument(fail_on),
         static=static,
         jobs=positive_argument("jobs", jobs, integer=True),
-        cache=cache,
+        cache=cache and stdin is None,
         verbose=verbose,
         models=tuple(model_list) if model_list is not None else None,
         inputs=inputs,
         timeout=positive_argument("timeout", timeout),
     )
+    if inputs is not None:
+        check_inputs_spec(inputs)
     with working_directory(cwd) as directory:
         for spec in model_list or ():
             check_model_spec(spec)
         settings = load_settings(directory, os.fspath(config) if config is not None else None, overrides)
-        discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
+        check_selection(settings)
         if not static:
             require_torch()
-        report = check_sources(discovery.sources, settings)
-        from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+        with stdin_source(stdin, stdin_filename, settings.root) as source:
+            if source is not None:
+                discovery = Discovery(sources=[source])
+            else:
+                discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
+                add_model_files(discovery, model_list or (), settings, directory)
+            report = check_sources(discovery.sources, settings, progress=progress)
+            if source is not None:
+                report.texts[source.display] = stdin
+            if fixes and source is None:  # text read from stdin is never fixed
+                from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
 
-        if fixes:
-            report.findings = with_fixes(report.findings, settings, report.models)
+                report.findings = with_fixes(report.findings, settings, report.models)
     report.skipped = discovery.skipped
     report.settings = settings
     return report
+
+
+def check_selection(settings: Settings) -> None:
+    """A selection of probe rules only would check nothing: say so instead of passing silently."""
+    from reslint.catalog import RULES
+
+    if settings.select and all(RULES[code].engine == "probe" for code in settings.select):
+        codes = ", ".join(sorted(settings.select))
+        raise UsageError(f"only probe rules selected ({codes}): `reslint probe` reports them, check never does",
+                         option="select")
+
+
+def add_model_files(discovery: Discovery, specs: Iterable[str], settings: Settings, directory: str) -> None:
+    """The files of `--model FILE.py:EXPR` factories are checked even when no PATH holds them."""
+    from reslint.trace.models import split_factory
+
+    known = {os.path.normcase(os.path.realpath(source.path)) for source in discovery.sources}
+    files = []
+    for spec in specs:
+        target = split_factory(spec)[0]
+        if target.endswith((".py", ".pyi")) and os.path.normcase(os.path.realpath(target)) not in known:
+            known.add(os.path.normcase(os.path.realpath(target)))
+            files.append(target)
+    if files:
+        extra = find_sources(files, settings.root, (), cwd=directory)
+        discovery.sources = sorted([*discovery.sources, *extra.sources], key=lambda source: source.display)
+
+
+@contextlib.contextmanager
+def stdin_source(text: str | None, filename: str | None, root: str) -> Iterator[SourceFile | None]:
+    """`text` as a file to check, shown as `filename` (default `-`): a temporary copy, since the engines read files."""
+    if text is None:
+        yield None
+        return
+    import tempfile
+
+    shown = filename or "-"
+    with tempfile.TemporaryDirectory(prefix="reslint-stdin-") as directory:
+        path = os.path.join(directory, os.path.basename(shown) if shown.endswith((".py", ".pyi")) else "stdin.py")
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        display = display_path(filename) if filename else shown
+        yield SourceFile(path, display, root_relative(os.path.abspath(filename), root) if filename else shown)
 
 
 def check_model(
@@ -324,8 +400,10 @@ def class_location(cls: type) -> tuple[str | None, int]:
         return None, 1
     if not path or not os.path.isfile(path):
         return None, 1
+    from reslint.trace.models import class_statement_line
+
     try:
-        line = inspect.getsourcelines(cls)[1]
+        line = class_statement_line(cls)
     except (OSError, TypeError):
         line = 1
     return os.path.abspath(path), max(1, line)
@@ -341,18 +419,53 @@ def require_torch() -> None:
             warnings.simplefilter("ignore")
             import torch  # noqa: F401
     except Exception:  # noqa: BLE001
-        raise UsageError(TORCH_MISSING) from None
+        raise UsageError(TORCH_API_MISSING, cli_problem=TORCH_MISSING) from None
 
 
 def check_model_spec(spec: str) -> None:
-    """A `--model` factory must be FILE_OR_MODULE:EXPR, and a FILE must exist."""
+    """A `--model` factory must be FILE_OR_MODULE:EXPR with an EXPR that parses, and a FILE must exist."""
     from reslint.trace.models import split_factory
 
     target, expr = split_factory(spec)
     if not target or not expr:
-        raise UsageError(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
+        raise UsageError("expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()", option="models", value=spec)
     if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
-        raise UsageError(f"--model {spec!r}: file not found: {target}")
+        raise UsageError(f"file not found: {target}", option="models", value=spec)
+    problem = syntax_problem(expr)
+    if problem:
+        raise UsageError(f"EXPR is not a Python expression: {problem}", option="models", value=spec)
+
+
+def check_inputs_spec(spec: str) -> None:
+    """`inputs` is a shape spec or a Python expression: a typo such as `long[2,64` is neither."""
+    from reslint.trace.inputs import parse_shape_spec
+
+    if not isinstance(spec, str) or not spec.strip():
+        raise UsageError(f"expected a shape spec (long[2,64]<50257) or an expression, got {spec!r}", option="inputs")
+    problem = None if parse_shape_spec(spec) is not None else syntax_problem(spec)
+    if problem:
+        raise UsageError(f"neither a shape spec such as long[2,64]<50257 nor a Python expression: {problem}",
+                         option="inputs", value=spec)
+
+
+def syntax_problem(expr: str) -> str | None:
+    """Why `expr` does not parse as one Python expression, or None when it does."""
+    import ast
+
+    try:
+        ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as error:
+        return error.msg
+    except ValueError as error:  # a NUL byte
+        return str(error)
+    return None
+
+
+def globs_argument(globs: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    if globs is None:
+        return None
+    values = [globs] if isinstance(globs, str) else list(globs)
+    return tuple(glob.strip() for value in values for glob in str(value).split(",") if glob.strip())
 
 
 def path_arguments(paths: PathLike | Iterable[PathLike]) -> list[str]:
@@ -374,7 +487,7 @@ def severity_argument(severity: str | None) -> str | None:
     if severity is None:
         return None
     if not isinstance(severity, str) or severity.lower() not in SEVERITIES:
-        raise UsageError(f"fail_on: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+        raise UsageError(f"expected one of {', '.join(SEVERITIES)}, got {severity!r}", option="fail_on")
     return severity.lower()
 
 
@@ -384,7 +497,7 @@ def positive_argument(name: str, value: float | None, integer: bool = False) -> 
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
         expected = "an integer >= 1" if integer else "a number of seconds > 0"
-        raise UsageError(f"{name}: expected {expected}, got {value!r}")
+        raise UsageError(f"expected {expected}, got {value!r}", option=name)
     return value
 
 
@@ -397,7 +510,7 @@ def working_directory(cwd: PathLike | None) -> Iterator[str]:
         return
     target = os.path.abspath(cwd)
     if not os.path.isdir(target):
-        raise UsageError(f"cwd: not a directory: {os.fspath(cwd)}")
+        raise UsageError(f"not a directory: {os.fspath(cwd)}", option="cwd")
     if os.path.samefile(target, here):
         yield here
         return

@@ -114,6 +114,10 @@ RULES: dict[str, RuleInfo] = {
                  "a file, or part of it, was not analysed: it went over one of reslint's limits (size, evaluation budget) or its check died",
                  "split the file or simplify the code the message names; other files and facts are still checked",
                  "any"),
+        RuleInfo("RL905", "unused-noqa", "warning",
+                 "a suppression comment names a code that matches no reslint rule, so it suppresses nothing",
+                 "correct the code (reslint rules lists them) or remove it from the comment",
+                 "any"),
     ]
 }
 

@@ -7,11 +7,13 @@ stderr; a traceback only with --verbose.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 import traceback
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import NoReturn, TextIO
 
 import click
 
@@ -19,7 +21,7 @@ import reslint
 from reslint import api
 from reslint.api import TORCH_MISSING  # noqa: F401 - part of the CLI module's interface (tests import it)
 from reslint.catalog import RULES, SEVERITIES
-from reslint.config import ConfigError, Overrides, load_settings, split_codes
+from reslint.config import Overrides, load_settings, split_codes
 from reslint.discovery import display_path
 from reslint.errors import ReslintError
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
@@ -37,13 +39,30 @@ class UsageFailure(Exception):
     """A problem with how reslint was called; reported as one line, exit 2."""
 
 
+def ruff_options(function):
+    """The options of `reslint check` spelled as ruff spells them."""
+    options = [
+        click.option("--extend-select", multiple=True, metavar="CODES", help="Codes or prefixes to report on top of the config's select."),
+        click.option("--extend-ignore", multiple=True, metavar="CODES", help="Codes or prefixes not to report, on top of the config's ignore."),
+        click.option("--exclude", multiple=True, metavar="GLOBS", help="Comma-separated globs of paths not to check; replaces the config's exclude."),
+        click.option("--extend-exclude", multiple=True, metavar="GLOBS", help="Comma-separated globs of paths not to check, on top of the config's exclude."),
+        click.option("--output-file", metavar="FILE", help="Write the report to FILE instead of stdout."),
+        click.option("-q", "--quiet", is_flag=True, help="Print the findings only: no model summary, skipped paths, total or progress."),
+        click.option("--show-models", is_flag=True, help="Also print the per-model summary (stacks, depth, norm placement, engine)."),
+        click.option("--stdin-filename", metavar="FILE", help="With - as the PATH: the file stdin stands for (its path in findings and per-file-ignores)."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(reslint.__version__, "--version", prog_name="reslint", message="%(prog)s %(version)s")
 def cli() -> None:
     """Lint PyTorch model code for residual, normalization and gradient-flow bugs."""
 
 
-@cli.command()
+@cli.command(short_help="Check files and directories (default: the current directory).")
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--static", is_flag=True, help="Static analysis only: never import or run the checked code (no torch needed).")
 @click.option("--select", multiple=True, metavar="CODES", help="Comma-separated codes or prefixes to report (e.g. RL1,RL201); replaces the config's.")
@@ -58,11 +77,12 @@ def cli() -> None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Limit per file for importing it and building and tracing its models; the worker is killed past it (default: 60).")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Files analysed in parallel (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .reslint_cache/.")
-@click.option("--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--verbose", is_flag=True, help="Also list the skipped paths and the model summary, and show tracebacks of internal errors.")
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix, --diff or --fix-only: also apply fixes that change the architecture or the training run.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 when there is something to fix.")
 @click.option("--fix-only", is_flag=True, help="Apply the fixes and report nothing else (exit 0).")
+@ruff_options
 def check(
     paths: tuple[str, ...],
     static: bool,
@@ -83,18 +103,32 @@ def check(
     unsafe_fixes: bool,
     diff: bool,
     fix_only: bool,
+    extend_select: tuple[str, ...],
+    extend_ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    output_file: str | None,
+    quiet: bool,
+    show_models: bool,
+    stdin_filename: str | None,
 ) -> int:
-    """Check Python files and directories (default: the current directory)."""
+    """Check Python files and directories (default: the current directory; - reads stdin)."""
     output_format = output_format.lower()
-    if statistics and output_format not in ("text", "json"):
-        raise UsageFailure("--statistics works with --output-format text or json")
+    if statistics and output_format not in ("text", "concise", "json"):
+        raise UsageFailure("--statistics works with --output-format text, concise or json")
+    stdin = read_stdin(paths, stdin_filename)
+    progress = ProgressLine.for_output(output_format, quiet)
 
     def run_check(fixes: bool = True) -> api.Report:
         return api.check(
-            paths or (".",),
+            checked_paths(paths, models),
             static=static,
             select=joined_codes(select),
             ignore=joined_codes(ignore),
+            extend_select=joined_codes(extend_select),
+            extend_ignore=joined_codes(extend_ignore),
+            exclude=exclude or None,
+            extend_exclude=extend_exclude or None,
             config=config_file,
             fail_on=fail_on,
             models=models or None,
@@ -103,6 +137,9 @@ def check(
             jobs=jobs,
             cache=not no_cache,
             verbose=verbose,
+            stdin=stdin,
+            stdin_filename=stdin_filename,
+            progress=progress,
             fixes=fixes,
         )
 
@@ -112,19 +149,96 @@ def check(
         options = FixOptions(fix, unsafe_fixes, diff, fix_only)
         report, status = fix_report(run_check(fixes=not options.rewrites), options, run_check)
     except ReslintError as error:
-        raise UsageFailure(str(error)) from None
+        raise UsageFailure(error.cli_message()) from None
+    finally:
+        if progress is not None:
+            progress.clear()
     if report is None:
         return status
     if not report.files_checked:
         click.echo("reslint: warning: no Python files to check", err=True)
-    report.write(sys.stdout, output_format, statistics=statistics)
-    sys.stdout.flush()
+    with output_stream(output_file) as stream:
+        report.write(stream, output_format, statistics=statistics, show_models=show_models or verbose, quiet=quiet)
+        stream.flush()
     if report.internal_errors:
         report_internal_errors(report.internal_errors, verbose)
         return EXIT_ERROR
     if report.fails() and not exit_zero:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def checked_paths(paths: tuple[str, ...], models: tuple[str, ...]) -> tuple[str, ...]:
+    """The PATHs, or without any the files the --model factories name (as `pytest file.py::test`
+    runs that file), else the current directory."""
+    from reslint.trace.models import split_factory
+
+    if paths:
+        return tuple(path for path in paths if path != "-") or (".",)
+    files = tuple(dict.fromkeys(target for target, _ in map(split_factory, models) if target.endswith((".py", ".pyi"))))
+    return files if files and len(files) == len(models) else (".",)
+
+
+def read_stdin(paths: tuple[str, ...], stdin_filename: str | None) -> str | None:
+    """The source of `reslint check -`; `-` is checked alone."""
+    if "-" not in paths:
+        if stdin_filename is not None:
+            raise UsageFailure("--stdin-filename names the file read from stdin: pass - as the PATH")
+        return None
+    if len(paths) > 1:
+        raise UsageFailure("- (stdin) cannot be combined with other PATHs")
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise UsageFailure(f"stdin is not UTF-8: {error}") from None
+
+
+@contextlib.contextmanager
+def output_stream(output_file: str | None) -> Iterator[TextIO]:
+    """stdout, or the --output-file (written whole, UTF-8, never colored)."""
+    if output_file is None:
+        yield sys.stdout
+        return
+    try:
+        handle = open(output_file, "w", encoding="utf-8")
+    except OSError as error:
+        raise UsageFailure(f"--output-file: cannot write {output_file}: {error.strerror or error}") from None
+    with handle:
+        yield handle
+
+
+class ProgressLine:
+    """`[done/total] phase` redrawn on a terminal's stderr while a check runs; never into a pipe or a file."""
+
+    INTERVAL = 0.1  # seconds between redraws
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.shown = False
+        self.last = 0.0
+
+    @classmethod
+    def for_output(cls, output_format: str, quiet: bool) -> ProgressLine | None:
+        """A progress line for human output on a terminal; None for machine formats, --quiet and pipes."""
+        stream = sys.stderr
+        if quiet or output_format not in ("text", "concise") or not stream.isatty() or os.environ.get("TERM") == "dumb":
+            return None
+        return cls(stream)
+
+    def __call__(self, done: int, total: int, phase: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.INTERVAL and done not in (0, total):
+            return
+        self.last = now
+        self.stream.write(f"\r\033[K[{done}/{total}] {phase}")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
 
 
 def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -137,7 +251,7 @@ def require_torch() -> None:
     try:
         api.require_torch()
     except ReslintError as error:
-        raise UsageFailure(str(error)) from None
+        raise UsageFailure(error.cli_message()) from None
 
 
 def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
@@ -150,7 +264,7 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
     print_error(f"internal error while checking {first.path}: {first.error}{more}{hint}")
 
 
-@cli.command("probe")
+@cli.command("probe", short_help="Measure gradient flow with a real forward and backward pass.")
 @click.argument("file", required=False, metavar="[FILE]")
 @click.option("--model", metavar="EXPR", help="The model: an EXPR in FILE's namespace (GPT(GPTConfig(n_layer=2))) or FILE_OR_MODULE:EXPR; default: the config's factory or the one discoverable model.")
 @click.option("--inputs", metavar="SPEC", help="Example inputs: a shape spec (long[2,64]<50257) or an EXPR, evaluated again each step (default: inferred).")
@@ -181,8 +295,8 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
     overrides = Overrides(select=joined_codes(select), ignore=joined_codes(ignore), fail_on=fail_on, verbose=verbose)
     try:
         settings = load_settings(os.getcwd(), config_file, overrides)
-    except ConfigError as error:
-        raise UsageFailure(str(error)) from None
+    except ReslintError as error:
+        raise UsageFailure(error.cli_message()) from None
     require_torch()
     from reslint.probing.api import ProbeError
     from reslint.probing.command import ProbeOptions, reported, run_probe, write_report
@@ -224,7 +338,7 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
     return EXIT_OK
 
 
-@cli.command("clean")
+@cli.command("clean", short_help="Remove the result cache (.reslint_cache/).")
 def clean_command() -> int:
     """Remove the result cache (.reslint_cache/) of the project and of directories below the current one."""
     import shutil
@@ -245,8 +359,17 @@ def clean_command() -> int:
 
 
 @cli.command("rules")
-def rules_command() -> int:
+@click.option("--output-format", type=click.Choice(("text", "json"), case_sensitive=False), default="text", show_default=True,
+              help="json: one object per rule (code, name, severity, summary, fix, engine, url).")
+def rules_command(output_format: str) -> int:
     """List every rule: code, name, default severity and summary."""
+    if output_format.lower() == "json":
+        import json
+
+        rules = [{"code": rule.code, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
+                  "fix": rule.fix, "engine": rule.engine, "url": rule.doc_url} for rule in RULES.values()]
+        click.echo(json.dumps(rules, indent=2))
+        return EXIT_OK
     name_width = max(len(rule.name) for rule in RULES.values())
     click.echo(f"{'code':<6} {'name':<{name_width}}  {'severity':<8}  summary")
     for rule in RULES.values():

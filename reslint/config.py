@@ -17,7 +17,7 @@ from typing import Any
 
 from reslint.catalog import SEVERITIES, expand_codes
 from reslint.discovery import display_path
-from reslint.errors import ReslintError
+from reslint.errors import ReslintError, UsageError
 from reslint.file_gate import MAX_CONFIG_BYTES, read_project_file
 from reslint.globs import GlobError, compile_glob
 from reslint.settings import ModelFactory, Settings
@@ -57,6 +57,11 @@ class Overrides:
     models: tuple[str, ...] | None = None  # --model SPEC (repeatable): replaces the config's factories
     inputs: str | None = None  # --inputs SPEC: wins over the config's per-factory inputs
     timeout: float | None = None
+    # ruff's spelling: extend the config's lists instead of replacing them
+    extend_select: tuple[str, ...] | None = None
+    extend_ignore: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None  # replaces the config's exclude
+    extend_exclude: tuple[str, ...] | None = None
 
 
 def find_config(start: str | os.PathLike) -> Path | None:
@@ -127,9 +132,20 @@ def apply_overrides(settings: Settings, overrides: Overrides) -> Settings:
         "statistics": overrides.statistics,
     }
     if overrides.select is not None:
-        changes["select"] = frozenset(expand_cli_codes("--select", overrides.select))
+        changes["select"] = frozenset(expand_cli_codes("select", overrides.select))
     if overrides.ignore is not None:
-        changes["ignore"] = frozenset(expand_cli_codes("--ignore", overrides.ignore))
+        changes["ignore"] = frozenset(expand_cli_codes("ignore", overrides.ignore))
+    if overrides.extend_select is not None:
+        # an empty select means every rule, which extending cannot narrow
+        selected = changes.get("select", settings.select)
+        extra = expand_cli_codes("extend_select", overrides.extend_select)
+        changes["select"] = frozenset(selected | extra) if selected else selected
+    if overrides.extend_ignore is not None:
+        changes["ignore"] = frozenset(changes.get("ignore", settings.ignore) | expand_cli_codes("extend_ignore", overrides.extend_ignore))
+    if overrides.exclude is not None:
+        changes["exclude"] = overrides.exclude
+    if overrides.extend_exclude is not None:
+        changes["exclude"] = (*changes.get("exclude", settings.exclude), *overrides.extend_exclude)
     if overrides.fail_on is not None:
         changes["fail_on"] = overrides.fail_on.lower()
     if overrides.models is not None:
@@ -142,11 +158,14 @@ def apply_overrides(settings: Settings, overrides: Overrides) -> Settings:
     return replace(settings, **changes)
 
 
-def expand_cli_codes(flag: str, codes: tuple[str, ...]) -> set[str]:
+def expand_cli_codes(option: str, codes: tuple[str, ...]) -> set[str]:
+    """The codes of an option (`select`, as the API spells it); selecting none is a usage error, not "every rule"."""
+    if not codes and option in ("select", "extend_select"):
+        raise UsageError("no rule code given (expected codes or prefixes, e.g. RL1,RL201)", option=option)
     try:
         return expand_codes(codes)
     except ValueError as error:
-        raise ConfigError(f"{flag}: {error}") from None
+        raise UsageError(str(error), option=option) from None
 
 
 def split_codes(value: str) -> tuple[str, ...]:

@@ -23,8 +23,13 @@ class Finding:
     column: int = 1
     symbol: str = ""
     engine: str = "static"
-    severity: str = ""  # empty: the rule's default severity
+    severity: str = ""  # given empty: the rule's default severity, filled in at construction
     fix: Fix | None = field(default=None, compare=False)  # the checked fix, set by reslint.fixes.apply
+
+    def __post_init__(self) -> None:
+        # The API's readers filter on `severity`: it is always the severity the finding is reported with.
+        if not self.severity:
+            object.__setattr__(self, "severity", RULES[self.code].severity)
 
     @property
     def name(self) -> str:
@@ -32,7 +37,7 @@ class Finding:
 
     @property
     def effective_severity(self) -> str:
-        return self.severity or RULES[self.code].severity
+        return self.severity
 
     @property
     def help(self) -> str:
@@ -65,7 +70,6 @@ class Finding:
     def from_dict(cls, data: dict) -> Finding:
         """Inverse of to_dict (derived keys such as name and help are ignored)."""
         code = data["code"]
-        severity = data.get("severity", "")
         return cls(
             code=code,
             message=data["message"],
@@ -74,8 +78,7 @@ class Finding:
             column=int(data.get("column", 1)),
             symbol=data.get("symbol", ""),
             engine=data.get("engine", "static"),
-            # to_dict writes the effective severity; keep "" when it is just the rule's default
-            severity="" if severity == RULES[code].severity else severity,
+            severity=data.get("severity", ""),
         )
 
 

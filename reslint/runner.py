@@ -8,17 +8,21 @@ import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, TextIO
+from typing import TYPE_CHECKING, Callable, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
 from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
-from reslint.suppression import filter_suppressed
+from reslint.suppression import filter_suppressed, unused_noqa_findings
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+
+# progress(done, total, phase): files done of total; phase "cache", "parsing", "tracing" or "linking"
+Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Report:
     internal_errors: list[InternalError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
     settings: Settings = field(default_factory=Settings, repr=False, compare=False)
+    # The text of checked sources that are not files on disk (stdin), for the code frames: {path: text}
+    texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def count(self, severity: str) -> int:
         """How many findings have this effective severity ("info", "warning" or "error")."""
@@ -74,23 +80,28 @@ class Report:
             return 2
         return 1 if self.fails(fail_on) else 0
 
-    def write(self, stream: TextIO, output_format: str = "text", *, statistics: bool | None = None) -> None:
-        """Write the report as `reslint check --output-format` does: "text" (colored on a terminal
-        unless NO_COLOR is set), "json", "sarif" or "github"; `statistics`: counts per code (text, json)."""
+    def write(self, stream: TextIO, output_format: str = "text", *, statistics: bool | None = None,
+              show_models: bool | None = None, quiet: bool | None = None) -> None:
+        """Write the report as `reslint check --output-format` does: "text" (each finding with its source
+        line; colored on a terminal unless NO_COLOR is set), "concise" (one line per finding), "json",
+        "sarif" or "github"; `statistics`: counts per code (text, json); `show_models`: the per-model
+        summary in text (default: shown); `quiet`: text with the findings only."""
         from reslint.errors import UsageError
         from reslint.reporters import FORMATS, render
 
         if output_format.lower() not in FORMATS:
             raise UsageError(f"unknown output format {output_format!r} (expected one of {', '.join(FORMATS)})")
-        settings = self.settings if statistics is None else dataclasses.replace(self.settings, statistics=statistics)
+        options = {"statistics": statistics, "show_models": show_models, "quiet": quiet}
+        settings = dataclasses.replace(self.settings, **{key: value for key, value in options.items() if value is not None})
         render(self, output_format.lower(), settings, stream)
 
-    def render(self, output_format: str = "text", *, statistics: bool | None = None) -> str:
+    def render(self, output_format: str = "text", *, statistics: bool | None = None,
+               show_models: bool | None = None, quiet: bool | None = None) -> str:
         """The report in one output format as a string (text without color); see `write`."""
         import io
 
         buffer = io.StringIO()
-        self.write(buffer, output_format, statistics=statistics)
+        self.write(buffer, output_format, statistics=statistics, show_models=show_models, quiet=quiet)
         return buffer.getvalue()
 
     def to_dict(self) -> dict:
@@ -108,7 +119,10 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     return report
 
 
-def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
+def check_sources(sources: list[SourceFile], settings: Settings, progress: Progress | None = None) -> Report:
+    """Check the files; `progress(done, total, phase)` hears of each file done (see api.check)."""
+    tell = progress or (lambda done, total, phase: None)
+    total = len(sources)
     outcomes: list[FileOutcome] = []
     pending = sources
     if settings.cache and len(sources) > 1:
@@ -116,11 +130,14 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
         # engines) only for the files that need analysing.
         pending = []
         for source in sources:
+            tell(len(outcomes), total, "cache")
             outcome = check_source(source, settings, cached_only=True)
             if outcome is None:
                 pending.append(source)
             else:
                 outcomes.append(outcome)
+    phase = "parsing" if settings.static else "tracing"
+    tell(len(outcomes), total, phase)
     jobs = settings.jobs or available_cpus()
     if len(pending) > 1 and jobs > 1:
         preload_engine(settings)
@@ -128,20 +145,29 @@ def check_sources(sources: list[SourceFile], settings: Settings) -> Report:
         # Largest files first, one per task, so that no worker is left with a big file at the end;
         # the report is sorted afterwards, so the order of work never shows.
         ordered = sorted(pending, key=file_size, reverse=True)
-        done, lost = run_pool(check_source, ordered, settings, workers)
+        finished = [len(outcomes)]
+
+        def one_more() -> None:
+            finished[0] += 1
+            tell(finished[0], total, phase)
+
+        done, lost = run_pool(check_source, ordered, settings, workers, one_more)
         outcomes += done
         if lost:  # a worker died (a crash, the OOM killer): each unfinished file again, in its own child
             done, lost = run_pool(check_source_isolated, lost, settings, workers)
             outcomes += done + [stopped_outcome(source, settings, "the process checking it died") for source in lost]
     else:
-        outcomes += [check_source(source, settings) for source in pending]
+        for source in pending:
+            outcomes.append(check_source(source, settings))
+            tell(len(outcomes), total, phase)
+    tell(total, total, "linking")
     report = merge(outcomes, len(sources))
     link_project(report, sources, outcomes, settings)
     return report
 
 
-def run_pool(check, sources: list[SourceFile], settings: Settings,
-             workers: int) -> tuple[list[FileOutcome], list[SourceFile]]:
+def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,
+             progress: Callable[[], None] = lambda: None) -> tuple[list[FileOutcome], list[SourceFile]]:
     """`check` for each source in a process pool: the outcomes, and the sources whose worker died
     before finishing them (the pool breaks then; the other files' outcomes are kept)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -154,6 +180,7 @@ def run_pool(check, sources: list[SourceFile], settings: Settings,
         for future in as_completed(futures):
             try:
                 outcomes.append(future.result())
+                progress()
             except BrokenProcessPool:
                 lost.append(futures[future])
     except KeyboardInterrupt:
@@ -359,7 +386,9 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         result, data = analyse_source(source, settings, cached_only)
         if result is None:
             return None
-        findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
+        text = decoded(data)
+        findings = [*result.findings, *unused_noqa_findings(text, source.display)]
+        findings = filter_suppressed(findings, text) if findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
         return FileOutcome(findings=findings, models=list(result.models), links=result.links,
                            skipped=result.skipped, display=source.display)

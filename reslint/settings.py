@@ -35,6 +35,8 @@ class Settings:
     inputs: str | None = None
     verbose: bool = False
     statistics: bool = False  # output option: counts per code instead of one line per finding
+    show_models: bool = True  # text output: the per-model summary (the CLI shows it with --show-models)
+    quiet: bool = False  # text output: the findings only
     root: str = "."  # project root: where the config was found, or the working directory
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 

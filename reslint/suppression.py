@@ -68,15 +68,47 @@ class Suppressions:
 
 def comments(text: str) -> Iterator[tuple[int, str]]:
     """(line, comment text) for every comment; a line regex when the source cannot be tokenized."""
+    for line, _, comment in located_comments(text):
+        yield line, comment
+
+
+def located_comments(text: str) -> list[tuple[int, int, str]]:
+    """(line, 0-based column, comment text) for every comment; see `comments`."""
     try:
-        found = [
-            (token.start[0], token.string)
+        return [
+            (token.start[0], token.start[1], token.string)
             for token in tokenize.generate_tokens(io.StringIO(text).readline)
             if token.type == tokenize.COMMENT
         ]
     except (tokenize.TokenError, SyntaxError):
-        found = [(number, line[line.index("#"):]) for number, line in enumerate(text.splitlines(), 1) if "#" in line]
-    yield from found
+        return [(number, line.index("#"), line[line.index("#"):])
+                for number, line in enumerate(text.splitlines(), 1) if "#" in line]
+
+
+def unknown_codes(text: str) -> list[str]:
+    """The `RL` codes of a comment's code list that match no rule, neither as a code nor as a prefix."""
+    unknown = []
+    for raw in re.split(r"[\s,]+", text.strip()):
+        pattern = raw.upper()
+        if pattern.startswith("RL") and not any(code.startswith(pattern) for code in RULES):
+            unknown.append(raw)
+    return unknown
+
+
+def unused_noqa_findings(text: str | None, path: str) -> list[Finding]:
+    """RL905 for each suppression comment naming a code of ours that does not exist (`# noqa: RL999`)."""
+    if text is None or not any(marker in text.lower() for marker in MARKERS):
+        return []
+    findings = []
+    for line, column, comment in located_comments(text):
+        for pattern in (NOQA, RESLINT):
+            for match in pattern.finditer(comment):
+                named = unknown_codes(match.group("codes") or "")
+                if named:
+                    findings.append(Finding(
+                        "RL905", f"`{match.group(0).strip()}` names no reslint rule ({', '.join(named)}), so it suppresses "
+                        "nothing; `reslint rules` lists the codes", path, line, column + match.start() + 1))
+    return findings
 
 
 def parse_suppressions(text: str) -> Suppressions:

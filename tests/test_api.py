@@ -68,11 +68,15 @@ def test_check_paths_are_relative_to_cwd(tmp_path):
 
 @pytest.mark.parametrize(("arguments", "message"), [
     ({"paths": "missing.py"}, "path does not exist: missing.py"),
-    ({"select": "RL9999"}, "--select: unknown rule code or prefix: 'RL9999'"),
+    ({"select": "RL9999"}, "select: unknown rule code or prefix: 'RL9999'"),
     ({"fail_on": "fatal"}, "fail_on: expected one of info, warning, error, got 'fatal'"),
     ({"jobs": 0}, "jobs: expected an integer >= 1, got 0"),
     ({"config": "nowhere.toml"}, "config file not found: nowhere.toml"),
-    ({"models": "no_colon"}, "--model 'no_colon': expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()"),
+    ({"models": "no_colon"}, "models 'no_colon': expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()"),
+    ({"models": "pkg.m:GPT(n_layer=", "static": True}, "models 'pkg.m:GPT(n_layer=': EXPR is not a Python expression: '(' was never closed"),
+    ({"inputs": "long[2,64", "static": True}, "inputs 'long[2,64': neither a shape spec such as long[2,64]<50257 nor a Python expression: '[' was never closed"),
+    ({"select": "", "static": True}, "select: no rule code given (expected codes or prefixes, e.g. RL1,RL201)"),
+    ({"select": "RL6", "static": True}, "select: only probe rules selected (RL601, RL602, RL603, RL604): `reslint probe` reports them, check never does"),
 ])
 def test_bad_arguments_raise_one_error_type_with_one_line(tmp_path, arguments, message):
     with pytest.raises(ReslintError) as caught:
@@ -206,3 +210,27 @@ def test_check_model_merges_the_static_findings_of_the_models_classes(tmp_path):
     # RL501 comes from the static engine, as in `reslint check`; PostLN's RL101 is another model's.
     assert [(f.code, f.path, f.line, f.engine) for f in report.findings] == [("RL501", "ffn_model.py", 12, "static")]
     assert report.render("json") == reslint.Report(report.findings, report.models, 1, settings=report.settings).render("json")
+
+
+def test_finding_severity_is_the_reported_severity(tmp_path):
+    write(tmp_path, {"tagger.py": BATCHNORM, "post.py": POST_LN})
+    report = reslint.check(tmp_path, static=True, cache=False)
+    assert [(f.code, f.severity) for f in report.findings] == [("RL101", "info"), ("RL201", "warning")]
+    assert [f.severity for f in report.findings] == [f.to_dict()["severity"] for f in report.findings]
+    assert [f.code for f in report.findings if f.severity == "warning"] == ["RL201"]
+    # A policy's severity (norm-placement) wins over the rule's default, and survives the JSON round trip.
+    (tmp_path / "pyproject.toml").write_text("[tool.reslint]\nnorm-placement = 'pre'\n")
+    [post_ln] = [f for f in reslint.check(".", cwd=tmp_path, static=True, cache=False).findings if f.path == "post.py"]
+    assert post_ln.severity == "error"
+    assert reslint.Finding.from_dict(post_ln.to_dict()) == post_ln
+
+
+def test_errors_name_the_api_options_the_cli_its_flags(tmp_path):
+    with pytest.raises(reslint.ReslintError) as caught:
+        reslint.check(tmp_path, static=True, extend_ignore="RL77")
+    assert str(caught.value) == "extend_ignore: unknown rule code or prefix: 'RL77'"
+    assert caught.value.cli_message() == "--extend-ignore: unknown rule code or prefix: 'RL77'"
+    with pytest.raises(reslint.ReslintError) as caught:
+        reslint.check(tmp_path, static=True, models="pkg.m:GPT(")
+    assert caught.value.cli_message() == "--model 'pkg.m:GPT(': EXPR is not a Python expression: '(' was never closed"
+    assert "--" not in str(caught.value)

@@ -99,7 +99,7 @@ def analysed(monkeypatch):
 
     def run(*args: str) -> set[str]:
         runs.append(set())
-        assert cli.run(["check", "--jobs", "1", "--exit-zero", "--config", "reslint.toml", *args]) == 0
+        assert cli.run(["check", "--jobs", "1", "--exit-zero", "--show-models", "--config", "reslint.toml", *args]) == 0
         return runs[-1]
 
     return run

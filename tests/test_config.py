@@ -7,6 +7,7 @@ import pytest
 from cli_support import BATCHNORM, POST_LN, codes, run_reslint, write
 from reslint.catalog import RULES
 from reslint.config import ConfigError, Overrides, find_config, load_settings
+from reslint.errors import UsageError
 from reslint.settings import ModelFactory
 
 FULL_CONFIG = '''\
@@ -164,9 +165,27 @@ def test_missing_or_tableless_explicit_config(tmp_path, monkeypatch):
         load_settings(tmp_path, "pyproject.toml", Overrides())
 
 
-def test_unknown_cli_code_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="--select: unknown rule code or prefix: 'RL77'"):
+def test_unknown_cli_code_is_a_usage_error_naming_the_option(tmp_path):
+    with pytest.raises(UsageError, match="^select: unknown rule code or prefix: 'RL77'$") as caught:
         settings_for(tmp_path, None, Overrides(select=("RL1", "RL77")))
+    assert caught.value.cli_message() == "--select: unknown rule code or prefix: 'RL77'"
+
+
+@pytest.mark.parametrize("option", ["select", "extend_select"])
+def test_selecting_no_code_is_a_usage_error_not_every_rule(tmp_path, option):
+    with pytest.raises(UsageError, match=f"^{option}: no rule code given"):
+        settings_for(tmp_path, None, Overrides(**{option: ()}))
+
+
+def test_extend_select_and_extend_ignore_add_to_the_files_lists(tmp_path):
+    config = "[tool.reslint]\nselect = ['RL1']\nignore = ['RL101']\nexclude = ['legacy']\n"
+    settings = settings_for(tmp_path, config, Overrides(extend_select=("RL201",), extend_ignore=("RL103",),
+                                                        extend_exclude=("gen",)))
+    assert settings.select == frozenset({"RL101", "RL102", "RL103", "RL104", "RL201"})
+    assert settings.ignore == frozenset({"RL101", "RL103"})
+    assert settings.exclude == ("legacy", "gen")
+    replaced = settings_for(tmp_path, config, Overrides(select=("RL2",), extend_select=("RL501",), exclude=("x",)))
+    assert (replaced.select, replaced.exclude) == (frozenset({"RL201", "RL501"}), ("x",))
 
 
 def test_all_selects_every_rule(tmp_path):

@@ -145,6 +145,8 @@ def test_static_hook_fails_on_a_bad_model(hook_source, pre_commit_env, tmp_path)
     assert "Failed" in output, describe(result, pre_commit_env)
     assert "RL103" in output, describe(result, pre_commit_env)
     assert re.search(r"^model\.py:\d+:\d+: RL103 \[warning\]", output, re.MULTILINE), describe(result, pre_commit_env)
+    # ruff's default: findings and one total line; no model summary, no progress line in a hook's log
+    assert "Models:" not in output and "\r" not in output and "[0/" not in output, describe(result, pre_commit_env)
 
 
 def test_static_hook_passes_a_good_model(hook_source, pre_commit_env, tmp_path):

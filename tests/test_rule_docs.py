@@ -24,7 +24,7 @@ from reslint.settings import Settings
 
 # Rules the static engine checks; the others' examples need tracing, a training script or a probe.
 STATIC_RULES = ["RL001", "RL003", "RL101", "RL102", "RL103", "RL104", "RL201", "RL301", "RL401", "RL402", "RL403",
-                "RL501", "RL901", "RL904"]
+                "RL501", "RL901", "RL904", "RL905"]
 PROBE_RULES = ["RL601", "RL602", "RL603", "RL604"]
 SECTIONS = ("What it detects", "Why it matters", "Bad", "Good", "How to fix", "How to suppress", "References")
 
@@ -37,7 +37,7 @@ def example(code: str, section: str) -> str:
 
 
 def findings_of(code: str, source: str) -> list[int]:
-    if code == "RL301":  # links training code to the model: the runner's project stage
+    if code in ("RL301", "RL905"):  # the runner's stages: linking training code, reading suppression comments
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory, "example.py")
             path.write_text(source, encoding="utf-8")

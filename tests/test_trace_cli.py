@@ -101,3 +101,43 @@ def test_bad_model_spec_is_a_usage_error(tmp_path):
     assert result.stderr.startswith("reslint: error: --model 'no-colon': expected FILE_OR_MODULE:EXPR")
     missing = run_module("check", "--model", "gone.py:Net(4)", cwd=tmp_path)
     assert (missing.returncode, missing.stderr) == (2, "reslint: error: --model 'gone.py:Net(4)': file not found: gone.py\n")
+
+
+DECORATED_TAGGER = textwrap.dedent('''\
+    import torch.nn as nn
+
+
+    def registered(cls):
+        return cls
+
+
+    @registered
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(100, 16)
+            self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            self.ln = nn.LayerNorm(16)
+            self.norm = nn.BatchNorm1d(16)
+
+        def forward(self, tokens):
+            x = self.embed(tokens)
+            x = self.ln(x + self.attn(x, x, x)[0])
+            return self.norm(x.transpose(1, 2))
+''')
+
+
+def test_both_engines_name_the_class_line_and_word_rl201_alike(tmp_path):
+    """A decorated model: its summary line is the `class` statement's in both modes, not the decorator's,
+    and RL201 reads the same whichever engine found it."""
+    write(tmp_path, {"tagger.py": DECORATED_TAGGER})
+    static = json.loads(run_module("check", "--static", "--no-cache", "--output-format", "json", cwd=tmp_path).stdout)
+    traced = check(cwd=tmp_path)
+    assert [(m["name"], m["line"]) for m in static["models"]] == [("Tagger", 9)]
+    assert [(m["name"], m["line"], m["engine"]) for m in traced["models"]] == [("Tagger", 9, "traced (export)")]
+    [static_rl201] = [f for f in static["findings"] if f["code"] == "RL201"]
+    [traced_rl201] = [f for f in traced["findings"] if f["code"] == "RL201"]
+    assert traced_rl201["engine"] == "trace"
+    assert traced_rl201["message"] == static_rl201["message"]
+    assert static_rl201["message"].startswith(
+        "BatchNorm1d in `Tagger`, part of a sequence model (attention (nn.MultiheadAttention), token embeddings (nn.Embedding)):")

@@ -136,7 +136,7 @@ def test_noqa_and_ignore_silence_it(tmp_path):
 
 def test_an_unresolved_warmup_counts_as_present_and_verbose_says_so(tmp_path):
     write(tmp_path, {"model.py": MODEL, "train.py": UNRESOLVED_WARMUP})
-    quiet = run_reslint("check", "--static", "--select", "RL3", ".", cwd=tmp_path)
+    quiet = run_reslint("check", "--static", "--select", "RL3", "--show-models", ".", cwd=tmp_path)
     assert quiet.returncode == 0
     assert "warmup: yes (train.py:9: get_scheduler)" in quiet.stdout
     verbose = run_reslint("check", "--static", "--select", "RL3", "--verbose", ".", cwd=tmp_path)

@@ -7,12 +7,15 @@ from typing import TextIO
 from reslint.runner import Report
 from reslint.settings import Settings
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "concise", "json", "sarif", "github")  # text: with code frames; concise: one line each
 
 
 def render(report: Report, fmt: str, settings: Settings, stream: TextIO) -> None:
-    if fmt == "text":
-        from reslint.reporters.text import render_text as renderer
+    if fmt in ("text", "concise"):
+        from reslint.reporters.text import render_text
+
+        render_text(report, settings, stream, code_frames=fmt == "text")
+        return
     elif fmt == "json":
         from reslint.reporters.json import render_json as renderer
     elif fmt == "sarif":

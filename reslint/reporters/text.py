@@ -34,10 +34,25 @@ class Painter:
         return "".join(styles) + text + RESET
 
 
-def render_text(report: Report, settings: Settings, stream: TextIO) -> None:
+def render_text(report: Report, settings: Settings, stream: TextIO, code_frames: bool = True) -> None:
+    """The text output: findings (each with its source line under it unless `code_frames` is off: the
+    concise format), the model summary when `settings.show_models`, skipped paths and a total line;
+    with `settings.quiet` the findings only."""
     paint = Painter(use_color(stream))
-    lines = statistics_lines(report) if settings.statistics else [finding_line(f, paint) for f in report.findings]
-    models = model_lines(report.models)
+    if settings.statistics:
+        lines = statistics_lines(report)
+    elif code_frames:
+        frames = SourceLines(report.texts)
+        lines = [line for f in report.findings for line in (finding_line(f, paint), *frames.frame(f, paint))]
+        if lines and not lines[-1]:
+            lines.pop()
+    else:
+        lines = [finding_line(f, paint) for f in report.findings]
+    if settings.quiet:
+        if lines:
+            stream.write("\n".join(lines) + "\n")
+        return
+    models = model_lines(report.models) if settings.show_models else []
     if models:
         if lines:
             lines.append("")
@@ -71,6 +86,40 @@ def fix_lines(report: Report) -> list[str]:
         more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
         lines.append(f"[*] {safe} fixable with --fix{more}.")
     return lines
+
+
+class SourceLines:
+    """The checked files' lines, read once per file, for the code frames under findings."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.files: dict[str, list[str] | None] = {path: text.splitlines() for path, text in texts.items()}
+
+    def line(self, path: str, number: int) -> str | None:
+        if path not in self.files:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    self.files[path] = handle.read().splitlines()
+            except (OSError, ValueError):
+                self.files[path] = None  # stdin, a file gone since, a path of check_model's class
+        lines = self.files[path]
+        return lines[number - 1] if lines is not None and 0 < number <= len(lines) else None
+
+    def frame(self, finding: Finding, paint: Painter) -> list[str]:
+        """ruff's full output: the offending line under the finding, a caret at its column."""
+        source = self.line(finding.path, finding.line)
+        if source is None or not source.strip():
+            return []
+        number = str(finding.line)
+        gutter = " " * len(number)
+        caret = " " * len(printable(source[:max(0, finding.column - 1)]))
+        marker = paint(f"^ {finding.code}", BOLD, SEVERITY_COLORS[finding.effective_severity])
+        return [f"{gutter} |", f"{number} | {printable(source)}", f"{gutter} | {caret}{marker}", f"{gutter} |", ""]
+
+
+def printable(text: str) -> str:
+    """A source line as the terminal should show it: tabs as spaces, control characters escaped."""
+    text = text.expandtabs(4)
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
 
 
 def statistics_lines(report: Report) -> list[str]:

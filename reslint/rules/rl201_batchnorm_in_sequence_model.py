@@ -16,7 +16,7 @@ def check(facts: FileFacts, settings: Settings):
     for norm in facts.norms:
         if norm.kind != "batchnorm" or norm.variant not in SEQUENCE_BATCHNORMS or not norm.in_sequence_model:
             continue
-        why = ", ".join(markers.get(norm.owner, ())[:2]) or "sequence inputs"
+        why = evidence(markers.get(norm.owner, ())) or "sequence inputs"
         yield Finding(
             "RL201",
             f"{norm.variant} in `{norm.owner}`, part of a sequence model ({why}): its statistics mix samples "
@@ -24,3 +24,12 @@ def check(facts: FileFacts, settings: Settings):
             "use nn.LayerNorm or nn.RMSNorm over the feature dimension",
             norm.span.path, norm.span.line, norm.span.column, symbol=norm.owner, engine=facts.engine,
         )
+
+
+def evidence(markers: tuple[str, ...]) -> str:
+    """Two kinds of sequence evidence, one marker each ("attention (nn.MultiheadAttention)"). Sorted:
+    the engines find markers in different orders and numbers, and the message must read the same."""
+    kinds: dict[str, str] = {}
+    for marker in sorted(markers):
+        kinds.setdefault(marker.split(" (")[0], marker)
+    return ", ".join(list(kinds.values())[:2])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
+from reslint.static.torch_api import SEQUENCE_MODULES
 
 ADD_OPS = {"add", "add_", "iadd", "__add__", "__iadd__", "__radd__"}
 # Ops whose output is the input, for placement purposes: dropout, casts, copies, views.
@@ -59,10 +60,6 @@ MODULE_OPS = {  # call_module targets (fx Tracer graphs): class name → op
 }
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = ("TransformerEncoder", "TransformerDecoder")
-SEQUENCE_MODULE_MARKERS = {"Embedding": "nn.Embedding", "MultiheadAttention": "nn.MultiheadAttention",
-                           "LSTM": "nn.LSTM", "GRU": "nn.GRU", "RNN": "nn.RNN",
-                           "TransformerEncoderLayer": "nn.TransformerEncoderLayer",
-                           "TransformerDecoderLayer": "nn.TransformerDecoderLayer"}
 FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 SEARCH_BUDGET = 20_000  # nodes visited per residual search (bounded by topological order too)
 
@@ -817,14 +814,15 @@ class GraphFacts:
         markers = []
         for module in self.model_modules.values():
             name = type(module).__name__
-            if name in SEQUENCE_MODULE_MARKERS and type(module).__module__.startswith("torch.nn"):
-                markers.append(SEQUENCE_MODULE_MARKERS[name])
+            # the static engine's wording, so that RL201 reads the same in both engines
+            if name in SEQUENCE_MODULES and type(module).__module__.startswith("torch.nn"):
+                markers.append(SEQUENCE_MODULES[name])
         for node in self.nodes:
             op = self.ops[node]
             if op in ALWAYS_PARAMETRISED:
                 markers.append("attention (scaled_dot_product_attention)")
-            elif op == "embedding":
-                markers.append("token embedding")
+            elif op == "embedding" and not any(marker.startswith("token embeddings") for marker in markers):
+                markers.append("token embeddings (F.embedding)")  # not an nn.Embedding's own call
         return tuple(dict.fromkeys(markers))
 
     def _norm_facts(self, sequence_model: bool) -> list[NormOp]:

@@ -57,10 +57,20 @@ def class_line(cls: type, path: str) -> int:
     try:
         filename = inspect.getsourcefile(cls)
         if filename and same_file(filename, path):
-            return inspect.getsourcelines(cls)[1]
+            return class_statement_line(cls)
     except (OSError, TypeError):
         pass
     return 1
+
+
+def class_statement_line(cls: type) -> int:
+    """The line of the `class` statement, as the static engine reports it; inspect starts at the
+    decorators (`@dataclass`, `@auto_docstring`). Raises OSError/TypeError as inspect does."""
+    lines, first = inspect.getsourcelines(cls)
+    for offset, line in enumerate(lines):
+        if line.lstrip().startswith("class "):
+            return first + offset
+    return first
 
 
 def required_parameters(callable_: Any) -> list[inspect.Parameter] | None:
