@@ -576,7 +576,9 @@ def test_progress_on_a_terminal_only_for_human_output(project):
 def test_models_summary_only_with_show_models_or_verbose(project, check_here):
     default = check_here(project)
     assert "Models:" not in default.stdout
-    assert default.stdout.splitlines()[-1].startswith("Found 2 findings")
+    total, fixes = default.stdout.splitlines()[-2:]
+    assert total.startswith("Found 2 findings")
+    assert fixes == "[*] 0 fixable with --fix (1 more with --unsafe-fixes)."
     for flag in ("--show-models", "--verbose"):
         shown = check_here(project, flag).stdout.splitlines()
         assert shown[shown.index("Models:") + 1] == "  post.py:4: Block: Post-LN [static]", flag
@@ -593,7 +595,8 @@ def test_quiet_prints_the_findings_only(project, check_here):
 def test_concise_is_one_line_per_finding_then_the_total(project, check_here):
     lines = check_here(project, "--output-format", "concise").stdout.splitlines()
     assert [line.split(" ")[0] for line in lines[:2]] == [f"bn.py:{BATCHNORM_LINE}:21:", f"post.py:{POST_LN_LINE}:26:"]
-    assert lines[2:] == ["", "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code)."]
+    assert lines[2:] == ["", "Found 2 findings (0 errors, 1 warning, 1 info) in 3 files (1 skipped: no model or training code).",
+                         "[*] 0 fixable with --fix (1 more with --unsafe-fixes)."]
 
 
 def test_code_frame_escapes_control_characters_and_expands_tabs(tmp_path, check_here):
