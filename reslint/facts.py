@@ -116,6 +116,10 @@ class FileFacts:
     post_ln_blocks: dict[str, ResidualAdd] = field(default_factory=dict)  # class -> its first Post-LN residual add
     class_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class -> classes it builds or extends
     class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
+    # RL103 across files: stack key -> classes whose returned output the unnormalised stream reached, and
+    # imported module class (dotted) -> whether this file normalises its output (None: cannot tell).
+    open_streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stream_ends: dict[str, bool | None] = field(default_factory=dict)
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]

@@ -876,8 +876,9 @@ class Evaluator:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
             if not data:
                 return UNKNOWN_VALUE
-            node = self.new("module", data, where, scope, name=name, module=spec.name)
-            return node
+            if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
+                return self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+            return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
 
     def call_builtin_module(self, spec, data, where, scope, name):
@@ -983,6 +984,8 @@ class Evaluator:
                             norm_form="functional", name=function, call=where, args=args, kwargs=kwargs)
         if function in torch_api.DROPOUT_FUNCTIONS:
             return self.new("dropout", (first,), where, scope, name=function)
+        if function == "normalize":  # F.normalize: an L2 normalisation, which bounds the stream's scale too
+            return self.new("func", (first,), where, scope, name=function, l2_normalise=True)
         if function in torch_api.ACTIVATION_FUNCTIONS or function in ("softmax", "log_softmax"):
             return self.new("act", data, where, scope, function=function)
         if function in torch_api.PARAMETRISED_FUNCTIONS:

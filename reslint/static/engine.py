@@ -11,9 +11,10 @@ from itertools import product
 from reslint.static.dataflow import Evaluator
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
-from reslint.static.norms import find_hand_written_norms, is_layer_norm
+from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
+from reslint.static.stream_end import consumed_classes, final_norm
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -65,10 +66,11 @@ class StaticExtractor:
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
+        consumed = used | consumed_classes(self.index, module_classes)
         for info in module_classes:
             for graph, assumed in self._evaluations(info, norm_kinds):
                 self.graphs.setdefault(info.name, graph)
-                self._collect(graph, assumed)
+                self._collect(graph, assumed, info.name, info.name in consumed)
         self._finish(module_classes, outermost)
         return self.facts
 
@@ -88,7 +90,7 @@ class StaticExtractor:
             yield assumed.evaluate_class(info), tuple((("flag", flag), 0 if value else 1)
                                                       for flag, value in zip(flags, values))
 
-    def _collect(self, graph: Graph, assumed: tuple) -> None:
+    def _collect(self, graph: Graph, assumed: tuple, root: str = "", consumed: bool = False) -> None:
         for norm in find_hand_written_norms(graph):
             fact = self._hand_written_fact(norm)
             self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
@@ -96,15 +98,30 @@ class StaticExtractor:
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
-        for key, outputs in graph.stack_outputs.items():
-            # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
-            found = _final_norm(outputs)
-            known = self.final_norms.get(key, False)
-            self.final_norms[key] = True if True in (found, known) else (None if None in (found, known) else False)
+        self._collect_stream_ends(graph, root, consumed)
         for key, where in graph.stack_iterations.items():
             self.iterations.setdefault(key, where)
         for chain in self._linear_chains(graph):
             self.chains.setdefault((chain.span.line, chain.span.column), chain)
+
+    def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool) -> None:
+        """RL103: whether each stack's stream, and each imported class's output, is normalised before `root`'s
+        output. A root another class consumes has no say where the stream merely reaches its output: the
+        consumer decides (and where it does not follow the stream, through AutoModel or a list, nobody does)."""
+        for key, outputs in graph.stack_outputs.items():
+            found = final_norm(outputs, graph.outputs)
+            if found is False and consumed:
+                continue
+            if found is False:
+                self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))
+            self.final_norms[key] = _seen_from_several_roots(found, self.final_norms.get(key, False))
+        for node in graph.nodes:
+            imported = node.info.get("imported_class")
+            if imported:
+                found = final_norm([node], graph.outputs)
+                if not (found is False and consumed):
+                    self.facts.stream_ends[imported] = _seen_from_several_roots(
+                        found, self.facts.stream_ends.get(imported, False))
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
         self.facts.residuals = list(self.residual_facts.values())
@@ -451,38 +468,9 @@ def _prefer(old: ResidualAdd | None, fact: ResidualAdd) -> ResidualAdd:
     return chosen
 
 
-def _final_norm(outputs: list[Node]) -> bool | None:
-    """Whether the stack's output is normalised before it reaches a head or the model output."""
-    reached_end = False
-    opaque = False
-    pending = list(outputs)
-    seen = set()
-    while pending and len(seen) < 5000:
-        node = pending.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if not node.users:
-            reached_end = True
-        for user in node.users:
-            if is_layer_norm(user):
-                return True
-            if user.parametrised and not _is_known_head(user):
-                # A module we cannot see into (passed in, imported) may normalise: stay undecided.
-                opaque = True
-                continue
-            # Through heads and projections too: a norm after a projection (SAM's neck) still bounds the scale.
-            pending.append(user)
-    if opaque:
-        return None
-    return False if reached_end else None
-
-
-KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
-
-
-def _is_known_head(node: Node) -> bool:
-    return node.op == "module" and node.info.get("module") in KNOWN_HEADS
+def _seen_from_several_roots(found: bool | None, known: bool | None) -> bool | None:
+    """A norm found from any root wins, then "undecided", then "none"."""
+    return True if True in (found, known) else (None if None in (found, known) else False)
 
 
 def _near_ancestors(node: Node, depth: int) -> list[Node]:
