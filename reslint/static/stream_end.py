@@ -26,7 +26,9 @@ def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
     """Whether the stack's output is normalised before it reaches a head or the root's output.
 
     Undecided (None) where the stream leaves what the engine can follow: into a module it cannot
-    see, or into a value it does not model (appended to a list, stored on `self`), never returned.
+    see, or into a call whose result is dropped (`states.append(x)`: a container the engine does not
+    model). A value the code drops (Swin's states before downsampling, CvT's tokens beside the class
+    token) ends nowhere.
     """
     returned = {id(node) for node in graph_outputs}
     reached_end = False
@@ -42,7 +44,7 @@ def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
             return True
         if id(node) in returned:
             reached_end = True
-        elif not node.users:
+        elif not node.users and node.op in ("func", "call"):
             opaque = True
         for user in node.users:
             if user.parametrised and not _is_known_head(user):
@@ -69,7 +71,7 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     referenced: set[str] = set()
     loaded_configs: set[str] = set()
     unseen_attributes: set[str] = set()
-    for info in classes:
+    for info in index.classes.values():  # a consumer may be no module class here (its base is in another file)
         visitor = _References(names - {info.name})
         info.node.body.visit(visitor)
         referenced |= visitor.names
