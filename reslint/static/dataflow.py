@@ -947,6 +947,11 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             return self.new("func", nodes, where, scope, name=qualified) if nodes else SHAPE
         if qualified in self.index.classes:
+            info = self.index.classes[qualified]
+            if not self.index.is_module_class(info) and self._data_args(args, kwargs) and (
+                    last.endswith(("Output", "Outputs")) or kwargs):
+                # A model-output record of this file (`TimesFmOutput(last_hidden_state=h, ...)`): RL103 follows h.
+                return RecordValue(list(args), dict(kwargs))
             return UNKNOWN_VALUE
         if qualified.startswith("math."):
             values = [a for a in args if isinstance(a, Const)]
