@@ -300,7 +300,9 @@ class Evaluator:
         if isinstance(small, cst.Raise):
             return False
         if isinstance(small, cst.Assign):
-            value = self.eval(small.value, scope)
+            # `states = []`, then `states.append(x)`: the list holds what is appended (RL103 follows the stream).
+            value = TupleValue(()) if isinstance(small.value, cst.List) and not small.value.elements \
+                else self.eval(small.value, scope)
             for target in small.targets:
                 self.assign(target.target, value, scope)
             return True
@@ -321,8 +323,19 @@ class Evaluator:
             result = self.binary(operator, [(left, small.target), (right, small.value)], small, scope)
             self.assign(small.target, result, scope)
             return True
-        if isinstance(small, cst.Expr):
+        if isinstance(small, cst.Expr) and not self._appended(small.value, scope):
             self.eval(small.value, scope)
+        return True
+
+    def _appended(self, call, scope: Scope) -> bool:
+        """`states.append(x)` on a local list started as `[]`: the list now holds x."""
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
+            return False
+        held = scope.env.get(call.func.value.value)
+        if type(held) is not TupleValue:
+            return False
+        scope.env[call.func.value.value] = TupleValue(held.items + (self.eval(call.args[0].value, scope),))
         return True
 
     def assign(self, target, value, scope: Scope) -> None:
