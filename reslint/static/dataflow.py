@@ -667,6 +667,12 @@ class Evaluator:
             return self.new("attr", (), expr, scope, name=f"self.{attr}")
         if isinstance(base, ModRef) and base.spec.kind == "container" and attr in base.spec.named:
             return ModRef(base.spec.named[attr], f"{base.path}.{attr}")
+        if isinstance(base, ModRef) and base.spec.kind == "local" and base.spec.name in self.index.classes:
+            # `self.quantizer.encode(x)`, `self.visual.forward_post(x)`: another method of a submodule of this file.
+            info = self.index.classes[base.spec.name]
+            method = self.index.method(info, attr)
+            if method is not None and attr != "forward":
+                return Method(SelfRef(info, base.spec), method)
         if isinstance(base, QualName):
             return QualName(f"{base.name}.{attr}")
         if isinstance(base, Node):

@@ -14,7 +14,7 @@ from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
-from reslint.static.stream_end import consumed_classes, final_norm
+from reslint.static.stream_end import consumed_classes, final_norm, reached_into
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -67,10 +67,18 @@ class StaticExtractor:
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
         consumed = used | consumed_classes(self.index, module_classes)
+        self.built_here = used
+        self.deferred: dict[str, tuple[str, ...]] = {}
         for info in module_classes:
             for graph, assumed in self._evaluations(info, norm_kinds):
                 self.graphs.setdefault(info.name, graph)
                 self._collect(graph, assumed, info.name, info.name in consumed)
+        run_from_outside = reached_into(self.index)
+        for key, roots in self.deferred.items():
+            # No class building the root followed the stream (nor runs the stack itself): the root's output stands.
+            if key not in self.final_norms and key.rsplit(".", 1)[-1] not in run_from_outside:
+                self.final_norms[key] = False
+                self.facts.open_streams[key] = roots
         self._finish(module_classes, outermost)
         return self.facts
 
@@ -107,10 +115,14 @@ class StaticExtractor:
     def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool) -> None:
         """RL103: whether each stack's stream, and each imported class's output, is normalised before `root`'s
         output. A root another class consumes has no say where the stream merely reaches its output: the
-        consumer decides (and where it does not follow the stream, through AutoModel or a list, nobody does)."""
+        consumer decides. Where the consumer builds it as a submodule of this file but none of its evaluations
+        reaches the stack, the root's output stands; built through AutoModel or another file's constructor,
+        nobody decides."""
         for key, outputs in graph.stack_outputs.items():
             found = final_norm(outputs, graph.outputs)
             if found is False and consumed:
+                if root in self.built_here:
+                    self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + (root,)))
                 continue
             if found is False:
                 self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))

@@ -111,6 +111,26 @@ class _References(cst.CSTVisitor):
                     self.loaded_configs.add(_camel(value.attr.value))
 
 
+def reached_into(index: FileIndex) -> set[str]:
+    """Attributes code reaches through a submodule (`self.encoder.layers[i]`, `self.visual.transformer.resblocks`):
+    a stack run from outside its class, whose class's own output is then not where the stream ends."""
+    visitor = _NestedAttributes()
+    for info in index.classes.values():
+        info.node.body.visit(visitor)
+    return visitor.names
+
+
+class _NestedAttributes(cst.CSTVisitor):
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and isinstance(inner.value, (cst.Attribute, cst.Name)) and (
+                not isinstance(inner.value, cst.Name) or inner.value.value == "self"):
+            self.names.add(node.attr.value)
+
+
 def _config_class(info: ClassInfo) -> str:
     """The config class a model declares: `config: LlamaConfig` or `config_class = LlamaConfig`."""
     for statement in info.node.body.body:
