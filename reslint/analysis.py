@@ -292,6 +292,8 @@ def file_links(facts, text: str) -> FileLinks:
         model_refs=model_refs if optimizers else [],
         optimizers=optimizers,
         schedules=schedules if optimizers else [],
+        open_streams={key: list(roots) for key, roots in facts.open_streams.items()},
+        stream_ends=dict(facts.stream_ends),
     )
 
 

@@ -130,6 +130,10 @@ class FileFacts:
     class_imports: dict[str, str] = field(default_factory=dict)  # imported capitalised name -> dotted source
     limits: list[AnalysisLimit] = field(default_factory=list)  # the static evaluator's budgets it went over
     reads: list[str] = field(default_factory=list)  # other files read for config defaults (absolute paths)
+    # RL103 across files: stack key -> classes whose returned output the unnormalised stream reached, and
+    # imported module class (dotted) -> whether this file normalises its output (None: cannot tell).
+    open_streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stream_ends: dict[str, bool | None] = field(default_factory=dict)
 
     def residuals_of_stack(self, key: str) -> list[ResidualAdd]:
         return [add for add in self.residuals if add.stack == key]

@@ -154,6 +154,26 @@ class Project:
         return key[1] in links.class_uses or key[1] in links.imports or any(
             block.cls == key[1] for block in links.post_ln_blocks)
 
+    # ----- final norm ----------------------------------------------------------------------------
+
+    def normalised_elsewhere(self, display: str, stack: str) -> bool:
+        """RL103: the stack's stream reaches only the output of classes that other files of the run build,
+        and none of them passes that output on unnormalised (an unfollowable use counts as normalised)."""
+        links = self.files.get(display)
+        roots = links.open_streams.get(stack) if links is not None else None
+        if not roots:
+            return False
+        for root in roots:
+            verdicts = [verdict for importer, dotted, verdict in self.stream_ends()
+                        if importer != display and self.resolve(importer, dotted) == (display, root)]
+            if not verdicts or False in verdicts:
+                return False
+        return True
+
+    def stream_ends(self) -> list[tuple[str, str, bool | None]]:
+        return [(display, dotted, verdict) for display, links in list(self.files.items())
+                for dotted, verdict in links.stream_ends.items()]
+
     # ----- training ------------------------------------------------------------------------------
 
     def training_links(self, run: set[str], trained_everything: set[str]) -> list[TrainingLink]:

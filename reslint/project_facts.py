@@ -1,9 +1,11 @@
 """Facts that span files: what a file offers to, and asks of, the rest of the project.
 
-A model file says which of its classes are Post-LN blocks and which classes each class builds;
+A model file says which of its classes are Post-LN blocks and which classes each class builds,
+which stacks reach a class's output unnormalised and whether it normalises imported classes' outputs;
 a training file says which model classes it builds, its optimizers and its learning-rate
 schedules. They are plain, JSON-ready values, cached with the file, and linked across the run
-by `reslint.project` (RL301: a Post-LN model trained without warmup).
+by `reslint.project` (RL301: a Post-LN model trained without warmup; RL103: a stream whose final norm
+is in the file that builds the stack's class).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class FileLinks:
     model_refs: list[ModelRef] = field(default_factory=list)
     optimizers: list[OptimizerSite] = field(default_factory=list)
     schedules: list[Schedule] = field(default_factory=list)
+    open_streams: dict[str, list[str]] = field(default_factory=dict)  # RL103 stack -> classes returning it unnormalised
+    stream_ends: dict[str, bool | None] = field(default_factory=dict)  # imported class -> its output normalised here?
 
     @property
     def is_training_code(self) -> bool:
@@ -80,6 +84,8 @@ class FileLinks:
             "model_refs": [asdict(ref) for ref in self.model_refs],
             "optimizers": [asdict(site) for site in self.optimizers],
             "schedules": [asdict(schedule) for schedule in self.schedules],
+            "open_streams": self.open_streams,
+            "stream_ends": self.stream_ends,
         }
 
     @classmethod
@@ -91,4 +97,6 @@ class FileLinks:
             model_refs=[ModelRef(**ref) for ref in data.get("model_refs", ())],
             optimizers=[OptimizerSite(**site) for site in data.get("optimizers", ())],
             schedules=[Schedule(**schedule) for schedule in data.get("schedules", ())],
+            open_streams={key: list(roots) for key, roots in data.get("open_streams", {}).items()},
+            stream_ends=dict(data.get("stream_ends", {})),
         )

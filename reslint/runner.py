@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
 from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-from reslint.findings import FileResult, Finding, ModelSummary
+from reslint.findings import FileResult, Finding, ModelSummary, StackSummary
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed, unused_noqa_findings
@@ -249,7 +249,8 @@ def file_size(source: SourceFile) -> int:
 
 
 def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileOutcome], settings: Settings) -> None:
-    """The cross-file stage: RL301 findings and the warmup line of Post-LN models' summaries."""
+    """The cross-file stage: RL301 findings, RL103 decided in the file that builds the stack's class, and the
+    warmup line of Post-LN models' summaries."""
     from reslint.project import Project, model_warmup, training_scripts
     from reslint.rules import rl301_post_ln_without_warmup
 
@@ -265,6 +266,7 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
         project.links_of(display)
         train_everything.add(display)
     links = project.training_links({source.display for source in sources}, train_everything)
+    report.findings = final_norm_findings(project, report.findings)
     findings = []
     for finding in rl301_post_ln_without_warmup.check(links):
         absolute = project.paths[finding.path]
@@ -279,9 +281,32 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
     if findings:
         report.findings = dedupe(sorted(report.findings + findings, key=lambda finding: finding.sort_key))
     report.models = [
-        dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose))
+        dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose),
+                            stacks=tuple(normed_elsewhere(project, model.path, stack) for stack in model.stacks))
         for model in report.models
     ]
+
+
+def final_norm_findings(project, findings: list[Finding]) -> list[Finding]:
+    """RL103 decided across files: dropped where the files building the stack's class normalise its stream;
+    reported once, in the file of the stack, when a traced model of another file runs that stack."""
+    at_stack = {(finding.path, finding.symbol) for finding in findings if finding.code == "RL103"
+                and finding.symbol in getattr(project.files.get(finding.path), "open_streams", {})}
+    stacks = {symbol for _, symbol in at_stack}
+    return [finding for finding in findings if finding.code != "RL103" or (
+        not project.normalised_elsewhere(finding.path, finding.symbol)
+        and ((finding.path, finding.symbol) in at_stack or finding.symbol not in stacks))]
+
+
+def normed_elsewhere(project, path: str, stack: StackSummary) -> StackSummary:
+    """A stack summary whose "final norm no" another file of the run overrules (it normalises the stream)."""
+    links = project.files.get(path)
+    if stack.final_norm is not False or links is None:
+        return stack
+    attribute = stack.attribute.removeprefix("self.")
+    if any(key.endswith("." + attribute) and project.normalised_elsewhere(path, key) for key in links.open_streams):
+        return dataclasses.replace(stack, final_norm=True)
+    return stack
 
 
 def stop_on_sigterm() -> None:

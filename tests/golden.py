@@ -28,6 +28,8 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
     relative = path.relative_to(ROOT).as_posix()
     if relative.startswith(("fixtures/warmup/", "fixtures/fixes/RL301/")):
         return render_linked(path)
+    if relative.startswith("fixtures/final_norm/") and path.parent.name != "final_norm":
+        return render_linked(path, project=True)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.
         settings = Settings(static=not relative.startswith("fixtures/trace/"))
@@ -50,14 +52,22 @@ def expected(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def render_linked(path: Path) -> list[str]:
+def render_linked(path: Path, project: bool = False) -> list[str]:
     """A training-code fixture checked through the runner, whose project stage links it to the models
-    it trains (RL301). Findings in other files (a model file's training script) carry their path."""
+    it trains (RL301). Findings in other files (a model file's training script) carry their path.
+
+    `project`: the fixture is one file of a project directory checked as a whole (RL103 decided in the
+    file that builds a stack's class); only this file's findings and models are listed."""
     relative = path.relative_to(ROOT).as_posix()
     with contextlib.chdir(ROOT):
         settings = load_settings(path.parent, None, Overrides(static=True, cache=False, jobs=1))
-        source = SourceFile(str(path), relative, root_relative(str(path), settings.root))
-        report = check_sources([source], settings)
+        files = sorted(path.parent.glob("*.py")) if project else [path]
+        sources = [SourceFile(str(file), file.relative_to(ROOT).as_posix(), root_relative(str(file), settings.root))
+                   for file in files]
+        report = check_sources(sources, settings)
+    if project:
+        report.findings = [f for f in report.findings if f.path == relative]
+        report.models = [model for model in report.models if model.path == relative]
     lines = [
         (f"{f.line}:{f.column} {f.code}" if f.path == relative else f"{f.path}:{f.line}:{f.column} {f.code}")
         for f in report.findings

@@ -357,7 +357,9 @@ class Evaluator:
         if isinstance(small, cst.Raise):
             return False
         if isinstance(small, cst.Assign):
-            value = self.eval(small.value, scope)
+            # `states = []`, then `states.append(x)`: the list holds what is appended (RL103 follows the stream).
+            value = TupleValue(()) if isinstance(small.value, cst.List) and not small.value.elements \
+                else self.eval(small.value, scope)
             for target in small.targets:
                 self.assign(target.target, value, scope)
             return True
@@ -378,8 +380,19 @@ class Evaluator:
             result = self.binary(operator, [(left, small.target), (right, small.value)], small, scope)
             self.assign(small.target, result, scope)
             return True
-        if isinstance(small, cst.Expr):
+        if isinstance(small, cst.Expr) and not self._appended(small.value, scope):
             self.eval(small.value, scope)
+        return True
+
+    def _appended(self, call, scope: Scope) -> bool:
+        """`states.append(x)` on a local list started as `[]`: the list now holds x."""
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
+            return False
+        held = scope.env.get(call.func.value.value)
+        if type(held) is not TupleValue:
+            return False
+        scope.env[call.func.value.value] = TupleValue(held.items + (self.eval(call.args[0].value, scope),))
         return True
 
     def assign(self, target, value, scope: Scope) -> None:
@@ -763,6 +776,12 @@ class Evaluator:
             return self.new("attr", (), expr, scope, name=f"self.{attr}")
         if isinstance(base, ModRef) and base.spec.kind == "container" and attr in base.spec.named:
             return ModRef(base.spec.named[attr], f"{base.path}.{attr}")
+        if isinstance(base, ModRef) and base.spec.kind == "local" and base.spec.name in self.index.classes:
+            # `self.quantizer.encode(x)`, `self.visual.forward_post(x)`: another method of a submodule of this file.
+            info = self.index.classes[base.spec.name]
+            method = self.index.method(info, attr)
+            if method is not None and attr != "forward":
+                return Method(SelfRef(info, base.spec), method)
         if isinstance(base, QualName):
             return QualName(f"{base.name}.{attr}")
         if isinstance(base, Node):
@@ -992,8 +1011,9 @@ class Evaluator:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
             if not data:
                 return UNKNOWN_VALUE
-            node = self.new("module", data, where, scope, name=name, module=spec.name)
-            return node
+            if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
+                return self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+            return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
 
     def call_builtin_module(self, spec, data, where, scope, name):
@@ -1062,6 +1082,11 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             return self.new("func", nodes, where, scope, name=qualified) if nodes else SHAPE
         if qualified in self.index.classes:
+            info = self.index.classes[qualified]
+            if not self.index.is_module_class(info) and self._data_args(args, kwargs) and (
+                    last.endswith(("Output", "Outputs")) or kwargs):
+                # A model-output record of this file (`TimesFmOutput(last_hidden_state=h, ...)`): RL103 follows h.
+                return RecordValue(list(args), dict(kwargs))
             return UNKNOWN_VALUE
         if qualified.startswith("math."):
             values = [a for a in args if isinstance(a, Const)]
@@ -1099,6 +1124,8 @@ class Evaluator:
                             norm_form="functional", name=function, call=where, args=args, kwargs=kwargs)
         if function in torch_api.DROPOUT_FUNCTIONS:
             return self.new("dropout", (first,), where, scope, name=function)
+        if function == "normalize":  # F.normalize: an L2 normalisation, which bounds the stream's scale too
+            return self.new("func", (first,), where, scope, name=function, l2_normalise=True)
         if function in torch_api.ACTIVATION_FUNCTIONS or function in ("softmax", "log_softmax"):
             return self.new("act", data, where, scope, function=function)
         if function in torch_api.PARAMETRISED_FUNCTIONS:

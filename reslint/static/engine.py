@@ -13,9 +13,10 @@ from itertools import product
 from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
-from reslint.static.norms import find_hand_written_norms, is_layer_norm
+from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
+from reslint.static.stream_end import consumed_classes, final_norm, reached_into
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -72,11 +73,20 @@ class StaticExtractor:
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
         self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
         self.flagged: set[str] = set()  # classes whose forward branches on a placement flag
+        consumed = used | consumed_classes(self.index, module_classes)
+        self.built_here = used
+        self.deferred: dict[str, tuple[str, ...]] = {}
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
                     self.graphs.setdefault(info.name, graph)
-                self._collect(graph, assumed, other, info.name)
+                self._collect(graph, assumed, other, info.name, info.name in consumed)
+        run_from_outside = reached_into(self.index)
+        for key, roots in self.deferred.items():
+            # No class building the root followed the stream (nor runs the stack itself): the root's output stands.
+            if key not in self.final_norms and key.rsplit(".", 1)[-1] not in run_from_outside:
+                self.final_norms[key] = False
+                self.facts.open_streams[key] = roots
         self._finish(module_classes, outermost)
         self.facts.limits = [AnalysisLimit(Span(self.path, hit.line, hit.column), hit.budget, budget_limits()[hit.budget])
                              for hit in file_budget(self.index).hits.values()]
@@ -116,7 +126,8 @@ class StaticExtractor:
                 return
             yield graph, (), flag_text(flag, not evaluator.flag_defaults[flag])
 
-    def _collect(self, graph: Graph, assumed: tuple, other: str = "", root: str = "") -> None:
+    def _collect(self, graph: Graph, assumed: tuple, other: str = "", root: str = "",
+                 consumed: bool = False) -> None:
         if other:
             # The branch a flag takes only when its default is changed: mentioned, never the placement.
             for residual in find_residuals(graph, self.index):
@@ -137,15 +148,34 @@ class StaticExtractor:
             else:
                 self.standalone[key] = False
                 self.in_context.update((fact.block, key[:2]))
-        for key, outputs in graph.stack_outputs.items():
-            # Seen from several roots: a norm found anywhere wins, then "undecided", then "none".
-            found = _final_norm(outputs)
-            known = self.final_norms.get(key, False)
-            self.final_norms[key] = True if True in (found, known) else (None if None in (found, known) else False)
+        self._collect_stream_ends(graph, root, consumed)
         for key, where in graph.stack_iterations.items():
             self.iterations.setdefault(key, where)
         for chain in self._linear_chains(graph):
             self.chains.setdefault((chain.span.line, chain.span.column), chain)
+
+    def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool) -> None:
+        """RL103: whether each stack's stream, and each imported class's output, is normalised before `root`'s
+        output. A root another class consumes has no say where the stream merely reaches its output: the
+        consumer decides. Where the consumer builds it as a submodule of this file but none of its evaluations
+        reaches the stack, the root's output stands; built through AutoModel or another file's constructor,
+        nobody decides."""
+        for key, outputs in graph.stack_outputs.items():
+            found = final_norm(outputs, graph.outputs)
+            if found is False and consumed:
+                if root in self.built_here:
+                    self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + (root,)))
+                continue
+            if found is False:
+                self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))
+            self.final_norms[key] = _seen_from_several_roots(found, self.final_norms.get(key, False))
+        for node in graph.nodes:
+            imported = node.info.get("imported_class")
+            if imported:
+                found = final_norm([node], graph.outputs)
+                if not (found is False and consumed):
+                    self.facts.stream_ends[imported] = _seen_from_several_roots(
+                        found, self.facts.stream_ends.get(imported, False))
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
         # A block seen inside a class that builds it: how that class builds it decides, not the block's
@@ -517,38 +547,9 @@ def _prefer(old: ResidualAdd | None, fact: ResidualAdd) -> ResidualAdd:
     return chosen
 
 
-def _final_norm(outputs: list[Node]) -> bool | None:
-    """Whether the stack's output is normalised before it reaches a head or the model output."""
-    reached_end = False
-    opaque = False
-    pending = list(outputs)
-    seen = set()
-    while pending and len(seen) < 5000:
-        node = pending.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if not node.users:
-            reached_end = True
-        for user in node.users:
-            if is_layer_norm(user):
-                return True
-            if user.parametrised and not _is_known_head(user):
-                # A module we cannot see into (passed in, imported) may normalise: stay undecided.
-                opaque = True
-                continue
-            # Through heads and projections too: a norm after a projection (SAM's neck) still bounds the scale.
-            pending.append(user)
-    if opaque:
-        return None
-    return False if reached_end else None
-
-
-KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
-
-
-def _is_known_head(node: Node) -> bool:
-    return node.op == "module" and node.info.get("module") in KNOWN_HEADS
+def _seen_from_several_roots(found: bool | None, known: bool | None) -> bool | None:
+    """A norm found from any root wins, then "undecided", then "none"."""
+    return True if True in (found, known) else (None if None in (found, known) else False)
 
 
 def _near_ancestors(node: Node, depth: int) -> list[Node]:

@@ -45,16 +45,20 @@ def _squared(node: Node) -> Node | None:
     """x**2, x.pow(2), x*x, x.square() → x."""
     node, _ = strip_passthrough(node, allow_scale=False)
     if node.op == "pow" and node.inputs:
-        exponent = node.inputs[1] if len(node.inputs) > 1 else None
-        args = node.info.get("args") or ()
-        value = exponent.info.get("value") if exponent is not None and exponent.op == "const" else None
-        if value is None and len(args) > 1 and hasattr(args[1], "value"):
-            value = args[1].value
-        if value == 2 or node.info.get("function") == "square":
+        if _exponent(node) == 2 or node.info.get("function") == "square":
             return node.inputs[0]
     if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1]:
         return node.inputs[0]
     return None
+
+
+def _exponent(node: Node):
+    """The constant power of `x ** p`, `x.pow(p)`, `torch.pow(x, p)` (None when not a constant)."""
+    exponent = node.inputs[1] if len(node.inputs) > 1 else None
+    if exponent is not None and exponent.op == "const":
+        return exponent.info.get("value")
+    args = node.info.get("args") or ()
+    return getattr(args[1], "value", None) if len(args) > 1 else None
 
 
 def _centered(node: Node) -> tuple[Node, Node] | None:
@@ -90,8 +94,7 @@ def _denominator(node: Node) -> tuple[tuple, bool] | None:
         inner, eps_inside = strip_eps(node.inputs[0])
         stat = _variance_of(inner)
         return (stat, eps_outside or eps_inside) if stat else None
-    if node.op == "pow" and len(node.inputs) > 1 and node.inputs[1].op == "const" and \
-            node.inputs[1].info.get("value") == 0.5:
+    if node.op == "pow" and node.inputs and _exponent(node) == 0.5:
         inner, eps_inside = strip_eps(node.inputs[0])
         stat = _variance_of(inner)
         return (stat, eps_outside or eps_inside) if stat else None
@@ -108,8 +111,7 @@ def _inverse_root(node: Node) -> tuple[tuple, bool] | None:
         inner, eps = strip_eps(node.inputs[0])
         stat = _variance_of(inner)
         return (stat, eps) if stat else None
-    if node.op == "pow" and len(node.inputs) > 1 and node.inputs[1].op == "const" and \
-            node.inputs[1].info.get("value") == -0.5:
+    if node.op == "pow" and node.inputs and _exponent(node) == -0.5:
         inner, eps = strip_eps(node.inputs[0])
         stat = _variance_of(inner)
         return (stat, eps) if stat else None
@@ -162,10 +164,31 @@ def is_layer_norm(node: Node) -> bool:
     return node.info.get("norm_kind") in ("layernorm", "rmsnorm")
 
 
+def is_normalised(node: Node) -> bool:
+    """A LayerNorm/RMSNorm in any spelling, or an L2 normalisation (`F.normalize`, `x / x.norm()`)."""
+    return is_layer_norm(node) or bool(node.info.get("l2_normalise")) or _divides_by_own_norm(node)
+
+
+def _divides_by_own_norm(node: Node) -> bool:
+    """`x / x.norm(dim=-1, keepdim=True)` (CLIP's embeddings), `x / torch.linalg.vector_norm(x, ...)`."""
+    if node.op != "div" or len(node.inputs) != 2:
+        return False
+    denominator, _ = strip_eps(node.inputs[1])
+    denominator, _ = strip_passthrough(denominator, allow_scale=False)
+    if denominator.op != "reduce" or denominator.info.get("function") not in ("norm", "vector_norm"):
+        return False
+    numerator = strip_passthrough(node.inputs[0], allow_scale=False)[0]
+    measured = strip_passthrough(denominator.inputs[0], allow_scale=False)[0] if denominator.inputs else None
+    return measured is numerator
+
+
 def classify_norm_class(index, positions, path, info) -> str | None:
     """A module class whose forward returns a normalised, affinely rescaled version of its input."""
     from reslint.static.dataflow import Evaluator
 
+    inherited = torch_norm_base(info)
+    if inherited is not None:
+        return inherited
     if index.method(info, "forward") is None:
         return None
     evaluator = Evaluator(index, positions, path)
@@ -188,4 +211,15 @@ def classify_norm_class(index, positions, path, info) -> str | None:
         source = norm_input(node)
         if source is not None and strip_passthrough(source, allow_scale=False)[0] is first_input:
             return node.info["norm_kind"]
+    return None
+
+
+def torch_norm_base(info) -> str | None:
+    """`class SamLayerNorm(nn.LayerNorm)`: whatever its forward adds (a permute), it is that norm."""
+    from reslint.static import torch_api
+
+    for base in info.bases:
+        member = torch_api.torch_member(base) or (base[len("nn."):] if base.startswith("nn.") else None)
+        if member in torch_api.NORM_MODULES:
+            return torch_api.NORM_MODULES[member]
     return None

@@ -316,6 +316,8 @@ class GraphFacts:
         """For rsqrt(mean(x^2)+eps) / sqrt(var+eps) / std+eps: (the reduced tensor's input, kind)."""
         current = self.root(node)
         op = self.ops[current]
+        if op == "pow" and self._exponent(current) in (-0.5, 0.5):  # `torch.pow(ms, -0.5)` (muse_glimmer)
+            op = "rsqrt" if self._exponent(current) == -0.5 else "sqrt"
         if op == "rsqrt" and not dividing or op in ("sqrt",) and dividing:
             current = self.root(self.data_inputs(current)[0]) if self.data_inputs(current) else current
         elif op in ("reciprocal",) and not dividing:
@@ -345,6 +347,24 @@ class GraphFacts:
             if op in ("var", "std"):
                 return reduced, "var"
         return None
+
+    @staticmethod
+    def _exponent(node):
+        exponent = node.args[1] if len(node.args) > 1 else None
+        return exponent if isinstance(exponent, (int, float)) else None
+
+    def _divides_by_own_norm(self, node) -> bool:
+        """An L2 normalisation: `F.normalize(x)` (x / clamp_min(vector_norm(x)).expand_as(x)), `x / x.norm()`."""
+        if self.ops[node] not in ("div", "__truediv__", "div_") or len(node.args) < 2 or not hasattr(node.args[1], "op"):
+            return False
+        denominator = node.args[1]
+        while self.ops[denominator] in ("clamp_min", "clamp", "expand_as", "expand", "add", "__add__") \
+                and self.data_inputs(denominator):
+            denominator = self.data_inputs(denominator)[0]
+        if self.ops[denominator] not in ("linalg_vector_norm", "norm", "vector_norm") or not hasattr(node.args[0], "op"):
+            return False
+        measured = self.data_inputs(denominator)
+        return bool(measured) and self.root(measured[0]) is self.root(node.args[0])
 
     def _reaches_within(self, start, target, depth: int) -> bool:
         frontier = [start]
@@ -789,26 +809,38 @@ class GraphFacts:
                      iteration=self.iteration_span(first, info["attr"], info["builtin"]))
 
     def _final_norm(self, start) -> bool | None:
-        """Whether the stack's output is normalised before it reaches a head or the graph output."""
+        """Whether every path from the stack's output to the graph output passes a norm (LayerNorm, RMSNorm in
+        any spelling, L2 normalisation); None when no path reaches the output, or the output is not where the
+        stream ends (another class of the file consumes the traced model: it decides)."""
         pending, seen = [start], set()
-        reached_end = False
+        reached_end = normalised = False
         while pending and len(seen) < SEARCH_BUDGET:
             node = pending.pop()
             if node in seen:
                 continue
             seen.add(node)
+            if node is not start and self._normalises(node):
+                normalised = True
+                continue
             for user in node.users:
                 if user.op == "output":
                     reached_end = True
-                    continue
-                if user in self.norms or self.ops[user] in ("layer_norm", "rms_norm", "native_layer_norm"):
-                    return True
-                if self.ops[user] in ADD_OPS and any(
-                        self.root(t) is not self.root(node) and self.parametrised(self.root(t))
-                        for t in self.data_inputs(user)) and user is not start:
-                    pass
-                pending.append(user)
-        return False if reached_end else None
+                elif self.ops[user] not in SHAPE_ONLY_OPS:
+                    pending.append(user)
+        if reached_end:
+            return None if self._consumed() else False
+        return True if normalised else None
+
+    def _normalises(self, node) -> bool:
+        return node in self.norms or self.ops[node] in LAYER_NORM_OPS or self._divides_by_own_norm(node)
+
+    def _consumed(self) -> bool:
+        """Whether another class of the checked file builds the traced model (through AutoModel, `_from_config`,
+        an inherited constructor): its output is then not where the stream ends."""
+        from reslint.static.stream_end import consumed_in_file
+
+        name = getattr(self.capture, "model_name", "")
+        return bool(name) and name in consumed_in_file(self.real_path)
 
     def _sequence_markers(self) -> tuple[str, ...]:
         markers = []

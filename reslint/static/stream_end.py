@@ -1,0 +1,168 @@
+"""Where a stack's residual stream ends, for RL103 (missing final norm).
+
+The norm that bounds a Pre-LN stream need not sit in the stack's class: a neck after the stack,
+the parent's post-norm, the projector consuming a vision tower, a norm ending the last block or an
+L2 normalisation all count. The stream is followed through every call the engine inlines; where
+it leaves what the engine can see, the answer is "undecided", never "no final norm".
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import libcst as cst
+
+from reslint.static import torch_api
+from reslint.static.graph import Node
+from reslint.static.index import ClassInfo, FileIndex
+from reslint.static.norms import is_normalised
+
+KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
+LOADERS = ("from_config", "_from_config", "from_pretrained")
+SEARCH_LIMIT = 5000
+
+
+def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
+    """Whether the stack's output is normalised before it reaches a head or the root's output.
+
+    Undecided (None) where the stream leaves what the engine can follow: into a module it cannot
+    see, or into a call whose result is dropped (`states.append(x)`: a container the engine does not
+    model). A value the code drops (Swin's states before downsampling, CvT's tokens beside the class
+    token) ends nowhere.
+    """
+    returned = {id(node) for node in graph_outputs}
+    reached_end = False
+    opaque = False
+    pending = list(outputs)
+    seen = set()
+    while pending and len(seen) < SEARCH_LIMIT:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if is_normalised(node):  # includes the stack's own output: a last block ending in its norm (Conformer)
+            return True
+        if id(node) in returned:
+            reached_end = True
+        elif not node.users and node.op in ("func", "call"):
+            opaque = True
+        for user in node.users:
+            if user.parametrised and not _is_known_head(user):
+                # A module we cannot see into (passed in, imported) may normalise: stay undecided.
+                opaque = True
+                continue
+            # Through heads and projections too: a norm after a projection (SAM's neck) still bounds the scale.
+            pending.append(user)
+    if opaque:
+        return None
+    return False if reached_end else None
+
+
+def _is_known_head(node: Node) -> bool:
+    return node.op == "module" and node.info.get("module") in KNOWN_HEADS
+
+
+def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
+    """Module classes whose output another class of the file consumes, so that their own forward's return
+    is not where the stream ends: named in another class's body (`Tower(config)`, `Tower._from_config(...)`),
+    or the model of a sub-config another class loads (`AutoModel.from_config(config.vision_config)` builds the
+    class declaring `config: ...VisionConfig`), or what a constructor of another file builds for `self.encoder`."""
+    names = {info.name for info in classes}
+    referenced: set[str] = set()
+    loaded_configs: set[str] = set()
+    unseen_attributes: set[str] = set()
+    for info in index.classes.values():  # a consumer may be no module class here (its base is in another file)
+        visitor = _References(names - {info.name})
+        info.node.body.visit(visitor)
+        referenced |= visitor.names
+        loaded_configs |= visitor.loaded_configs
+        unseen_attributes |= {_camel(attr) for attr in visitor.called
+                              if index.submodule(info, attr) is None and index.method(info, attr) is None}
+    for info in classes:
+        # `self.encoder(...)` built by a constructor inherited from another file (modular_* copies).
+        if any(attr and info.name.endswith(attr) for attr in unseen_attributes):
+            referenced.add(info.name)
+    for info in classes:
+        declared = _config_class(info)
+        if declared and any(declared.endswith(config) for config in loaded_configs):
+            referenced.add(info.name)
+    return referenced
+
+
+class _References(cst.CSTVisitor):
+    def __init__(self, names: set[str]):
+        self.wanted = names
+        self.names: set[str] = set()
+        self.loaded_configs: set[str] = set()
+        self.called: set[str] = set()  # `self.X(...)`
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.wanted:
+            self.names.add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            self.called.add(func.attr.value)
+        if isinstance(func, cst.Attribute) and func.attr.value in LOADERS:
+            for arg in node.args:
+                value = arg.value
+                if isinstance(value, cst.Attribute) and value.attr.value.endswith("_config"):
+                    self.loaded_configs.add(_camel(value.attr.value))
+
+
+def reached_into(index: FileIndex) -> set[str]:
+    """Attributes code reaches through a submodule (`self.encoder.layers[i]`, `self.visual.transformer.resblocks`):
+    a stack run from outside its class, whose class's own output is then not where the stream ends."""
+    visitor = _NestedAttributes()
+    for info in index.classes.values():
+        info.node.body.visit(visitor)
+    return visitor.names
+
+
+class _NestedAttributes(cst.CSTVisitor):
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and isinstance(inner.value, (cst.Attribute, cst.Name)) and (
+                not isinstance(inner.value, cst.Name) or inner.value.value == "self"):
+            self.names.add(node.attr.value)
+
+
+def _config_class(info: ClassInfo) -> str:
+    """The config class a model declares: `config: LlamaConfig` or `config_class = LlamaConfig`."""
+    for statement in info.node.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == "config":
+                annotation = small.annotation.annotation
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
+                    small.targets[0].target, cst.Name) and small.targets[0].target.value == "config_class":
+                annotation = small.value
+            else:
+                continue
+            if isinstance(annotation, cst.Name):
+                return annotation.value
+            if isinstance(annotation, cst.Attribute):
+                return annotation.attr.value
+    return ""
+
+
+def _camel(snake: str) -> str:
+    """`vision_config` → `VisionConfig`."""
+    return "".join(part[:1].upper() + part[1:] for part in snake.split("_") if part)
+
+
+@lru_cache(maxsize=64)
+def consumed_in_file(path: str) -> frozenset[str]:
+    """`consumed_classes` of a file, for the trace engine (which has the graph but not the file's other classes)."""
+    try:
+        with open(path, "rb") as handle:
+            index = FileIndex(cst.parse_module(handle.read()))
+    except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):
+        return frozenset()
+    classes = [info for info in index.classes.values() if index.is_module_class(info)]
+    return frozenset(consumed_classes(index, classes))

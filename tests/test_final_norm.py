@@ -1,0 +1,110 @@
+"""RL103 decided where the stream ends, in both engines: fixtures/final_norm checked as one project,
+statically and with the trace engine (real torch.export graphs), must give the same findings and the
+same "final norm" verdicts. Each fixture mirrors a transformers pattern that drew a false RL103."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reslint.api import check
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = "fixtures/final_norm"
+
+# The RL103 that must fire (file, line); every other Pre-LN stack of the fixtures must stay silent.
+EXPECTED_FINDINGS = [
+    (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
+    (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
+    (f"{FIXTURES}/rms_spellings.py", 69),  # UnnormalisedLM: nothing before the head
+]
+
+# (file, model) -> final norm of its stack, in both engines.
+EXPECTED_FINAL_NORM = {
+    ("headless_consumer/encoder.py", "Transformer"): False,
+    ("l2_normalize.py", "QuantizingEncoder"): True,  # F.normalize
+    ("l2_normalize.py", "PromptEmbedder"): True,  # x / x.norm(dim=-1, keepdim=True)
+    ("last_block_norm.py", "ConformerEncoder"): True,  # every layer ends in its own LayerNorm
+    ("last_block_norm.py", "NormedLastLayerEncoder"): True,  # the last layer built with add_norm=True
+    ("neck.py", "NeckedEncoder"): True,  # conv + nn.LayerNorm subclass permuting around super().forward
+    ("neck.py", "ConvNeckEncoder"): False,
+    ("parent_norm/encoder.py", "Transformer"): True,  # vision.py applies ln_post
+    ("projector.py", "ImageEncoder"): True,  # the post-norm in forward_post
+    ("rms_spellings.py", "PowRMSNormLM"): True,  # x * torch.pow(mean_squared, -0.5)
+    ("rms_spellings.py", "RootRMSNormLM"): True,  # x / torch.sqrt(mean(x**2) + eps)
+    ("rms_spellings.py", "UnnormalisedLM"): False,
+    ("stages.py", "ImageClassifier"): True,  # next stage's embedding norm; the classifier's norm
+}
+
+
+def run(static: bool):
+    return check(FIXTURES, static=static, select="RL103", jobs=1, cache=False, cwd=ROOT)
+
+
+def findings(report) -> list[tuple[str, int]]:
+    assert {finding.code for finding in report.findings} <= {"RL103"}
+    return sorted((finding.path, finding.line) for finding in report.findings)
+
+
+def final_norms(report) -> dict[tuple[str, str], bool | None]:
+    verdicts = {}
+    for model in report.models:
+        for stack in model.stacks:
+            verdicts[(model.path.removeprefix(FIXTURES + "/"), model.name)] = stack.final_norm
+    return verdicts
+
+
+@pytest.fixture(scope="module")
+def static_report():
+    return run(static=True)
+
+
+@pytest.fixture(scope="module")
+def traced_report():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return run(static=False)
+
+
+def test_static_engine_reports_only_the_true_missing_final_norms(static_report):
+    assert findings(static_report) == EXPECTED_FINDINGS
+    verdicts = final_norms(static_report)
+    assert {key: verdicts.get(key) for key in EXPECTED_FINAL_NORM} == EXPECTED_FINAL_NORM
+
+
+def test_trace_engine_agrees(traced_report):
+    assert findings(traced_report) == EXPECTED_FINDINGS
+    verdicts = final_norms(traced_report)
+    assert {key: verdicts.get(key) for key in EXPECTED_FINAL_NORM} == EXPECTED_FINAL_NORM
+    traced = {(model.path.removeprefix(FIXTURES + "/"), model.name) for model in traced_report.models
+              if model.engine.startswith("traced")}
+    assert set(EXPECTED_FINAL_NORM) - {("projector.py", "ImageEncoder")} <= traced
+    # The trace engine also sees the stack of another file inside the model that builds it.
+    assert verdicts[("headless_consumer/lm.py", "LanguageModel")] is False
+    assert verdicts[("parent_norm/vision.py", "VisionTransformer")] is True
+
+
+def test_static_engine_stays_undecided_where_it_cannot_follow_the_stream(static_report):
+    """The vision tower built through AutoModel from a sub-config, and stacks whose outputs go into a list."""
+    verdicts = final_norms(static_report)
+    assert verdicts[("projector.py", "VisionTower")] is None
+    assert verdicts[("projector.py", "PerLayerNormTower")] is None
+
+
+def test_trace_engine_leaves_a_consumed_tower_to_its_consumer():
+    """VisionTower traced alone returns its raw stream, but VisionLanguageModel projects and normalises it."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    report = check(f"{FIXTURES}/projector.py", select="RL103", jobs=1, cache=False, cwd=ROOT,
+                   models=f"{FIXTURES}/projector.py:VisionTower(TowerConfig())", inputs="float[2,16,48]")
+    assert report.findings == []
+    tower = [model for model in report.models if model.name == "VisionTower"]
+    assert [model.engine for model in tower] == ["traced (export)"]
+    assert [stack.final_norm for stack in tower[0].stacks] == [None]
+
+
+def test_a_file_checked_without_its_consumer_keeps_its_finding():
+    """Only files of the run can overrule a stack's file: encoder.py alone still draws RL103."""
+    report = check(f"{FIXTURES}/parent_norm/encoder.py", static=True, select="RL103", jobs=1, cache=False, cwd=ROOT)
+    assert findings(report) == [(f"{FIXTURES}/parent_norm/encoder.py", 26)]
