@@ -105,15 +105,16 @@ def model_target(file: str | None, model: str | None) -> tuple[str, str | None]:
 
 
 def resolve_loss_option(loss: str, module: Any, path: str) -> Any:
-    """`auto`/`sum`/`mean`, or MODULE:FUNC (FILE:FUNC, or the probed file's FUNC as `:FUNC`)."""
+    """A kind of LOSS_KINDS, or MODULE:FUNC (FILE:FUNC, or the probed file's FUNC as `:FUNC`)."""
+    from reslint.probing.losses import LOSS_KINDS
     from reslint.trace.loader import same_file
     from reslint.trace.models import split_factory
 
-    if loss in ("auto", "sum", "mean"):
+    if loss in LOSS_KINDS:
         return loss
     target, name = split_factory(loss)
     if not name:
-        raise ProbeError(f"--loss {loss!r}: expected sum, mean or MODULE:FUNC")
+        raise ProbeError(f"--loss {loss!r}: expected {', '.join(LOSS_KINDS)} or MODULE:FUNC")
     if not target or (target.endswith((".py", ".pyi")) and same_file(target, path)):
         namespace: Any = module
     elif target.endswith((".py", ".pyi")):
