@@ -61,7 +61,8 @@ def probe_json(*args: str, cwd: Path = REPO_ROOT, status: int | None = None) -> 
 
 
 def test_the_lessons_numbers_and_their_ratio_through_the_cli():
-    args = (LESSONS, "--model", "without_residual()", "--compare", "with_residual()", "--inputs", "lesson_inputs()")
+    args = (LESSONS, "--model", "without_residual()", "--compare", "with_residual()", "--inputs", "lesson_inputs()",
+            "--loss", "sum")  # the lessons' h.sum().backward()
     document = probe_json(*args, status=0)
     first = {p["name"]: p for p in document["parameters"]}["layers.0.weight"]
     assert first["grad_norm"] == pytest.approx(0.366573, abs=1e-5)
@@ -123,10 +124,11 @@ def test_nan_in_the_forward_pass_is_rl603_at_the_operation():
                           "--inputs", "padded_tokens()", status=1)
     assert findings(document) == [("RL603", "fixtures/probe/non_finite.py", 40, 26)]
     [finding] = document["findings"]
-    assert finding["severity"] == "error" and finding["symbol"] == "head.weight"
+    # the default loss is cross-entropy (the head's width is the vocabulary): NaN logits reach every gradient
+    assert finding["severity"] == "error" and finding["symbol"] == "head.bias"
     assert finding["message"].startswith(
-        "loss is nan; 4 of 5 parameters have NaN gradients (embed.weight, qkv.weight, qkv.bias and 1 more); "
-        "first hit in the backward pass: head.weight; first NaN produced by softmax in the forward pass at "
+        "loss is nan; 5 of 5 parameters have NaN gradients (embed.weight, qkv.weight, qkv.bias and 2 more); "
+        "first hit in the backward pass: head.bias; first NaN produced by softmax in the forward pass at "
         "fixtures/probe/non_finite.py:40")
     assert document["loss"] == "nan"
     assert {p["name"]: p["grad_norm"] for p in document["parameters"]}["embed.weight"] == "nan"

@@ -21,8 +21,8 @@ from reslint.probing.api import ProbeError  # noqa: E402
 
 def test_the_lessons_numbers_on_cuda():
     lesson = fixture("lessons_residual")
-    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs(), device="cuda")
-    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs(), device="cuda")
+    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs(), loss="sum", device="cuda")
+    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs(), loss="sum", device="cuda")
     assert plain.device == "cuda:0"
     assert plain.parameter("layers.0.weight").grad_norm == pytest.approx(0.366573, abs=1e-5)
     assert residual.parameter("layers.0.weight").grad_norm == pytest.approx(15.716805, abs=1e-5)
