@@ -141,7 +141,7 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
 @click.option("--compare", metavar="EXPR", help="Probe a second model of FILE with the same inputs, loss and seed, and show each parameter's gradient norm in both and their ratio.")
 @click.option("--device", default="auto", show_default=True, metavar="cpu|cuda|mps|auto", help="Where to run: auto picks cuda, then mps, then cpu.")
 @click.option("--dtype", type=click.Choice(PROBE_DTYPES), default=None, help="Convert the model and floating inputs to this dtype (default: as built).")
-@click.option("--loss", default="auto", show_default=True, metavar="sum|mean|MODULE:FUNC", help="What to differentiate: auto is the output's .loss if any, else its sum.")
+@click.option("--loss", default="auto", show_default=True, metavar="auto|sum|mean|cross-entropy|random-projection|MODULE:FUNC", help="What to differentiate: auto is the output's .loss if any, else cross-entropy against seeded random targets for logits, else a fixed random projection of the output.")
 @click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="Forward+backward passes; norms are averaged.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for building the model and drawing inputs.")
 @click.option("--plot", metavar="OUT.png", help="Write gradient norm per layer, log scale, of every probed model (needs matplotlib: reslint[plot]).")
