@@ -157,6 +157,15 @@ def test_auto_loss_is_cross_entropy_against_seeded_random_targets_for_logits():
     expected = nn.functional.cross_entropy(table(tokens).reshape(-1, 10), targets.reshape(-1))
     assert report.loss_kind == "cross-entropy" and report.loss == pytest.approx(expected.item(), rel=1e-6)
     assert reslint.probe(table, tokens, seed=5).loss == report.loss  # the same targets every time
+    assert reslint.probe(table, tokens, loss="random-projection").loss_kind == "random-projection"  # asked for
+
+
+def test_cross_entropy_may_be_asked_for_on_any_output():
+    layer, x = nn.Linear(4, 3), torch.randn(2, 4)
+    report = reslint.probe(layer, x, loss="cross-entropy")
+    targets = torch.randint(0, 3, (2,), generator=torch.Generator().manual_seed(0))
+    assert report.loss_kind == "cross-entropy"
+    assert report.loss == pytest.approx(nn.functional.cross_entropy(layer(x), targets).item(), rel=1e-6)
 
 
 def test_auto_loss_is_a_fixed_random_projection_of_other_outputs():

@@ -307,6 +307,7 @@ def failure_message(failure: Any, timeout: float | None) -> str:
 def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: Any, device: Any, dtype: Any,
                options: ProbeOptions, settings: Any, world: Any) -> ProbeReport:
     """Build one model, place it, wrap it for the world, measure it."""
+    from reslint.isolation import report_stage
     from reslint.probing.devices import (
         is_out_of_memory,
         out_of_memory_message,
@@ -314,8 +315,6 @@ def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: 
     )
     from reslint.probing.distributed import unwrap, wrap
     from reslint.probing.structure import find_layout
-
-    from reslint.isolation import report_stage
 
     label = expression or spec.name
     report_stage(f"building {label}", spec.line, spec.name)
