@@ -146,3 +146,22 @@ def test_the_timeout_must_be_positive(project):
     assert result.returncode == 2
     assert "--timeout" in one_error_line(result.stderr)
 
+
+
+def test_what_the_child_sends_back_is_plain_json_data(monkeypatch):
+    # The child's message to the parent must not need pickle (a data-only format, issue 14 item 9).
+    from cli_support import REPO_ROOT
+
+    from reslint.config import Overrides, load_settings
+    from reslint.probing.command import ProbeOptions, probe_in_child
+    from reslint.probing.distributed import World
+    from reslint.probing.report import ProbeReport
+
+    monkeypatch.chdir(REPO_ROOT)
+    options = ProbeOptions(file="fixtures/probe/non_finite.py", model="LeftPaddedAttention()",
+                           inputs="padded_tokens()", compare="LengthFeature()", device="cpu")
+    outcome = probe_in_child(options, load_settings(str(REPO_ROOT), None, Overrides()), World())
+    sent = json.loads(json.dumps(outcome, allow_nan=False))  # NaN gradients included
+    report = ProbeReport.from_dict(sent["report"])
+    assert report.to_dict() == outcome["report"] and report.codes == ["RL603"]
+    assert ProbeReport.from_dict(sent["compared"]).to_dict() == outcome["compared"]
