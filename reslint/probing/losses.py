@@ -147,7 +147,7 @@ class RandomLoss:
                             f"{tuple(logits.shape)}; pass --loss random-projection")
         classes = logits.shape[-1]
         shape = tuple(logits.shape[:-1])
-        targets = self.draw("cross-entropy", shape,
+        targets = self.draw("cross-entropy", (*shape, classes),
                             lambda generator: torch.randint(0, classes, shape, generator=generator))
         flat = logits.reshape(-1, classes).float()
         return F.cross_entropy(flat, targets.reshape(-1).to(logits.device))
