@@ -172,6 +172,7 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
 
     if file and os.path.isdir(file):
         raise UsageFailure(directory_message(file))
+    parent_computed = "torch" in sys.modules  # see probe_isolated: only a fresh process keeps the child's threads
     require_torch(PROBE_TORCH_MISSING)
     from reslint.probing.api import ProbeError
     from reslint.probing.command import ProbeOptions, probe_isolated, reported, write_report
@@ -189,7 +190,7 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
             plot=plot, output_format=output_format, wrap=wrap, compare=compare,
             vanishing_gradient_factor=vanishing_gradient_factor, exploding_gradient_factor=exploding_gradient_factor,
             activation_growth_factor=activation_growth_factor, timeout=timeout)
-        report, compared = probe_isolated(options, settings, world)
+        report, compared = probe_isolated(options, settings, world, parent_computed)
         findings = []
         for item in filter(None, (report, compared)):
             item.findings = reported(item.findings, settings)

@@ -56,6 +56,16 @@ HOSTILE = textwrap.dedent('''\
             time.sleep(300)
 
 
+    class Wide(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(512, 512)
+            self.norm = nn.LayerNorm(512)
+
+        def forward(self, x):
+            return self.norm(self.fc(x))
+
+
     class Crash(Chatty):
         def forward(self, x):
             os.kill(os.getpid(), signal.SIGSEGV)
@@ -165,3 +175,20 @@ def test_what_the_child_sends_back_is_plain_json_data(monkeypatch):
     report = ProbeReport.from_dict(sent["report"])
     assert report.to_dict() == outcome["report"] and report.codes == ["RL603"]
     assert ProbeReport.from_dict(sent["compared"]).to_dict() == outcome["compared"]
+
+
+def test_an_in_process_run_after_torch_computed_here_does_not_deadlock(tmp_path, monkeypatch, capsys):
+    # OpenMP threads started in this process before the fork would deadlock a multi-threaded child.
+    import torch
+
+    from reslint import cli
+
+    matrix = torch.randn(512, 512)
+    assert (matrix @ matrix).isfinite().all()  # starts this process's OpenMP pool (on a machine with 2+ cores)
+    write(tmp_path, {"hostile.py": HOSTILE})
+    monkeypatch.chdir(tmp_path)
+    status = cli.run(["probe", "hostile.py", "--model", "Wide()", "--inputs", "float[512,512]", "--timeout", "60",
+                      "--output-format", "json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert json.loads(captured.out)["model"] == "Wide"

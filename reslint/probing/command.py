@@ -262,11 +262,18 @@ def run_probe(options: ProbeOptions, settings: Any, world: Any) -> tuple[ProbeRe
                          f" (line {error.line})") from None
 
 
-def probe_isolated(options: ProbeOptions, settings: Any, world: Any) -> tuple[ProbeReport, ProbeReport | None]:
-    """`run_probe` in a killable child; raises ProbeError (one line, the child's traceback in `.details`)."""
+def probe_isolated(options: ProbeOptions, settings: Any, world: Any,
+                   parent_computed: bool = True) -> tuple[ProbeReport, ProbeReport | None]:
+    """`run_probe` in a killable child; raises ProbeError (one line, the child's traceback in `.details`).
+
+    `parent_computed`: this process may have run torch on the CPU already (it had imported torch
+    before the probe). A forked child cannot use the OpenMP threads its parent started (libgomp
+    deadlocks, as DataLoader workers would: they run one thread for that reason), so such a
+    child runs one thread; the CLI's fresh process keeps them all.
+    """
     from reslint.isolation import ChildFailure, run_isolated
 
-    outcome = run_isolated(probe_in_child, options, settings, world, timeout=options.timeout)
+    outcome = run_isolated(probe_in_child, options, settings, world, parent_computed, timeout=options.timeout)
     if isinstance(outcome, ChildFailure):
         raise ProbeError(failure_message(outcome, options.timeout))
     if "error" in outcome:
@@ -277,11 +284,15 @@ def probe_isolated(options: ProbeOptions, settings: Any, world: Any) -> tuple[Pr
     return ProbeReport.from_dict(outcome["report"]), ProbeReport.from_dict(compared) if compared else None
 
 
-def probe_in_child(options: ProbeOptions, settings: Any, world: Any) -> dict:
+def probe_in_child(options: ProbeOptions, settings: Any, world: Any, one_thread: bool = False) -> dict:
     """Join the world, probe, leave; the reports or the error as plain data (all a child sends back)."""
+    import torch
+
     from reslint.probing.devices import DeviceError, resolve_device
     from reslint.probing.distributed import join, leave
 
+    if one_thread:
+        torch.set_num_threads(1)
     created = False
     try:
         device = resolve_device(options.device, world.local_rank)
