@@ -116,11 +116,7 @@ def _wait(pid: int, reader: int, timeout: float | None) -> Any:
             if not ready:
                 continue
             chunk = os.read(reader, 1 << 16)
-            if not chunk:  # the child is gone (or closed the pipe): its exit status says how
-                try:
-                    os.killpg(pid, signal.SIGKILL)  # whatever it started goes with it
-                except OSError:
-                    pass
+            if not chunk:  # the child is gone: its exit status says how
                 return ChildFailure(_exit_cause(_reap(pid)), *stage)
             buffer += chunk
             while len(buffer) >= 8:
@@ -132,10 +128,10 @@ def _wait(pid: int, reader: int, timeout: float | None) -> Any:
                 if kind == "stage":
                     stage = value
                 elif kind == "result":
-                    _kill(pid)  # the child is done: whatever it started (its process group) goes with it
+                    _reap(pid)
                     return value
                 else:
-                    _kill(pid)
+                    _reap(pid)
                     return ChildFailure(value, *stage)
     except BaseException:  # KeyboardInterrupt included: never leave the child behind
         _kill(pid)
