@@ -49,6 +49,8 @@ Codes = Union[str, Iterable[str], None]
 
 TORCH_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or run with --static"
 TORCH_API_MISSING = "the full check needs PyTorch: install it (pip install 'reslint[torch]') or pass static=True"
+PROBE_TORCH_MISSING = ("reslint probe needs PyTorch: it runs the model forward and backward; install it "
+                       "(pip install 'reslint[torch]'), or use reslint check --static for what needs no torch")
 # check(cwd=...) changes the process's working directory for the call: one such call at a time.
 WORKING_DIRECTORY_LOCK = threading.RLock()
 
@@ -409,8 +411,8 @@ def class_location(cls: type) -> tuple[str | None, int]:
     return os.path.abspath(path), max(1, line)
 
 
-def require_torch() -> None:
-    """Raise ReslintError unless PyTorch imports (a broken install raises more than ImportError)."""
+def require_torch(missing: str = TORCH_MISSING) -> None:
+    """Raise ReslintError (`missing`) unless PyTorch imports (a broken install raises more than ImportError)."""
     import warnings
 
     try:
@@ -419,7 +421,7 @@ def require_torch() -> None:
             warnings.simplefilter("ignore")
             import torch  # noqa: F401
     except Exception:  # noqa: BLE001
-        raise UsageError(TORCH_API_MISSING, cli_problem=TORCH_MISSING) from None
+        raise UsageError(TORCH_API_MISSING if missing == TORCH_MISSING else missing, cli_problem=missing) from None
 
 
 def check_model_spec(spec: str) -> None:

@@ -20,10 +20,12 @@ import click
 import reslint
 from reslint import api
 from reslint.api import TORCH_MISSING  # noqa: F401 - part of the CLI module's interface (tests import it)
+from reslint.api import PROBE_TORCH_MISSING
 from reslint.catalog import RULES, SEVERITIES
 from reslint.config import Overrides, load_settings, split_codes
 from reslint.discovery import display_path
 from reslint.errors import ReslintError
+from reslint.probing.command import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS
@@ -247,9 +249,9 @@ def joined_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return tuple(code for value in values for code in split_codes(value))
 
 
-def require_torch() -> None:
+def require_torch(missing: str) -> None:
     try:
-        api.require_torch()
+        api.require_torch(missing)
     except ReslintError as error:
         raise UsageFailure(error.cli_message()) from None
 
@@ -271,11 +273,12 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
 @click.option("--compare", metavar="EXPR", help="Probe a second model of FILE with the same inputs, loss and seed, and show each parameter's gradient norm in both and their ratio.")
 @click.option("--device", default="auto", show_default=True, metavar="cpu|cuda|mps|auto", help="Where to run: auto picks cuda, then mps, then cpu.")
 @click.option("--dtype", type=click.Choice(PROBE_DTYPES), default=None, help="Convert the model and floating inputs to this dtype (default: as built).")
-@click.option("--loss", default="auto", show_default=True, metavar="sum|mean|MODULE:FUNC", help="What to differentiate: auto is the output's .loss if any, else its sum.")
+@click.option("--loss", default="auto", show_default=True, metavar="auto|sum|mean|cross-entropy|random-projection|MODULE:FUNC", help="What to differentiate: auto is the output's .loss if any, else cross-entropy against seeded random targets for logits, else a fixed random projection of the output.")
 @click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="Forward+backward passes; norms are averaged.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for building the model and drawing inputs.")
-@click.option("--plot", metavar="OUT.png", help="Write gradient norm per layer, log scale (needs matplotlib: reslint[plot]).")
-@click.option("--output-format", type=click.Choice(("text", "json"), case_sensitive=False), default="text", show_default=True)
+@click.option("--plot", metavar="OUT.png", help="Write gradient norm per layer, log scale, of every probed model (needs matplotlib: reslint[plot]).")
+@click.option("--output-format", type=click.Choice(FORMATS, case_sensitive=False), default="text", show_default=True, help="How to print the report: sarif and github give the findings only, for CI.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=PROBE_TIMEOUT, show_default=True, metavar="SECONDS", help="Limit for importing, building and measuring; the model's process is killed past it.")
 @click.option("--wrap", type=click.Choice(PROBE_WRAPS), default="auto", show_default=True, help="Under torchrun: ddp (DistributedDataParallel) or fsdp (FSDP2 fully_shard per block); auto: ddp when distributed.")
 @click.option("--vanishing-gradient-factor", type=click.FloatRange(min=1, min_open=True), metavar="X", help="RL601 when the last block's gradient norm is X times the first's (default 100).")
 @click.option("--exploding-gradient-factor", type=click.FloatRange(min=1, min_open=True), metavar="X", help="RL602 when the first block's gradient norm is X times the last's (default 100).")
@@ -287,7 +290,7 @@ def report_internal_errors(errors: list[InternalError], verbose: bool) -> None:
 @click.option("--config", "config_file", metavar="FILE", help="Use this pyproject.toml or TOML file instead of searching.")
 @click.option("--verbose", is_flag=True, help="Show tracebacks of errors.")
 def probe_command(file: str | None, model: str | None, inputs: str | None, compare: str | None, device: str, dtype: str | None, loss: str,
-                  steps: int, seed: int, plot: str | None, output_format: str, wrap: str,
+                  steps: int, seed: int, plot: str | None, output_format: str, timeout: float, wrap: str,
                   vanishing_gradient_factor: float | None, exploding_gradient_factor: float | None,
                   activation_growth_factor: float | None, select: tuple[str, ...], ignore: tuple[str, ...],
                   fail_on: str | None, exit_zero: bool, config_file: str | None, verbose: bool) -> int:
@@ -297,42 +300,44 @@ def probe_command(file: str | None, model: str | None, inputs: str | None, compa
         settings = load_settings(os.getcwd(), config_file, overrides)
     except ReslintError as error:
         raise UsageFailure(error.cli_message()) from None
-    require_torch()
+    from reslint.probing.command import directory_message
+
+    if file and os.path.isdir(file):
+        raise UsageFailure(directory_message(file))
+    parent_computed = "torch" in sys.modules  # see probe_isolated: only a fresh process keeps the child's threads
+    require_torch(PROBE_TORCH_MISSING)
     from reslint.probing.api import ProbeError
-    from reslint.probing.command import ProbeOptions, reported, run_probe, write_report
-    from reslint.probing.devices import DeviceError, resolve_device
-    from reslint.probing.distributed import join, launched_world, leave
+    from reslint.probing.command import ProbeOptions, probe_isolated, reported, write_report
+    from reslint.probing.distributed import launched_world
     from reslint.probing.plot import PlotUnavailable, require_matplotlib, write_plot
 
     world = launched_world()
     rank = f"rank {world.rank}: " if world.rank else ""
-    created = False
+    output_format = output_format.lower()
     try:
         if plot:
             require_matplotlib()
-        resolved = resolve_device(device, world.local_rank)
-        created = join(world, resolved.type)
         options = ProbeOptions(
-            file=file, model=model, inputs=inputs, device=str(resolved), dtype=dtype, loss=loss, steps=steps, seed=seed,
-            plot=plot, output_format=output_format.lower(), wrap=wrap, compare=compare,
+            file=file, model=model, inputs=inputs, device=device, dtype=dtype, loss=loss, steps=steps, seed=seed,
+            plot=plot, output_format=output_format, wrap=wrap, compare=compare,
             vanishing_gradient_factor=vanishing_gradient_factor, exploding_gradient_factor=exploding_gradient_factor,
-            activation_growth_factor=activation_growth_factor)
-        report, compared = run_probe(options, settings, world)
+            activation_growth_factor=activation_growth_factor, timeout=timeout)
+        report, compared = probe_isolated(options, settings, world, parent_computed)
         findings = []
         for item in filter(None, (report, compared)):
             item.findings = reported(item.findings, settings)
             findings.extend(item.findings)
         if world.leader:
-            write_report(report, compared, options.output_format, sys.stdout)
+            write_report(report, compared, output_format, sys.stdout, settings)
             sys.stdout.flush()
             if plot:
-                write_plot(report, plot)
-    except (ProbeError, DeviceError, PlotUnavailable) as error:
+                write_plot([item for item in (report, compared) if item is not None], plot)
+                # stdout carries the report: a line there would break JSON, SARIF and annotations
+                click.echo(f"Plot of the gradient norm per layer written to {plot}", err=output_format != "text")
+    except (ProbeError, PlotUnavailable) as error:
         if verbose:
-            traceback.print_exc()
+            click.echo(getattr(error, "details", "") or traceback.format_exc(), err=True, nl=False)
         raise UsageFailure(rank + str(error)) from None
-    finally:
-        leave(created)
     if any(finding.at_least(settings.fail_on) for finding in findings) and not exit_zero:
         return EXIT_FINDINGS
     return EXIT_OK

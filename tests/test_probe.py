@@ -31,8 +31,8 @@ def fixture(name: str):
 
 def test_the_lessons_numbers():
     lesson = fixture("lessons_residual")
-    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs())
-    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs())
+    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs(), loss="sum")  # the lessons' h.sum()
+    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs(), loss="sum")
     assert plain.parameter("layers.0.weight").grad_norm == pytest.approx(0.366573, abs=1e-5)
     assert residual.parameter("layers.0.weight").grad_norm == pytest.approx(15.716805, abs=1e-5)
     # Without residuals every layer passes on 0.4x of the gradient: the biases show it exactly (4, 1.6, 0.64, 0.256).
@@ -146,6 +146,56 @@ def test_auto_loss_uses_the_outputs_loss_and_mean_is_scale_free():
     assert averaged.loss == pytest.approx(summed.loss / elements, rel=1e-5)
     assert averaged.parameter("ln_f.weight").grad_norm == pytest.approx(
         summed.parameter("ln_f.weight").grad_norm / elements, rel=1e-4)
+
+
+def test_auto_loss_is_cross_entropy_against_seeded_random_targets_for_logits():
+    torch.manual_seed(0)
+    table = nn.Embedding(10, 10)  # its output's last dimension is the vocabulary: logits
+    tokens = torch.randint(0, 10, (2, 3))
+    report = reslint.probe(table, tokens, seed=5)
+    targets = torch.randint(0, 10, (2, 3), generator=torch.Generator().manual_seed(5))
+    expected = nn.functional.cross_entropy(table(tokens).reshape(-1, 10), targets.reshape(-1))
+    assert report.loss_kind == "cross-entropy" and report.loss == pytest.approx(expected.item(), rel=1e-6)
+    assert reslint.probe(table, tokens, seed=5).loss == report.loss  # the same targets every time
+    assert reslint.probe(table, tokens, loss="random-projection").loss_kind == "random-projection"  # asked for
+
+
+def test_cross_entropy_may_be_asked_for_on_any_output():
+    layer, x = nn.Linear(4, 3), torch.randn(2, 4)
+    report = reslint.probe(layer, x, loss="cross-entropy")
+    targets = torch.randint(0, 3, (2,), generator=torch.Generator().manual_seed(0))
+    assert report.loss_kind == "cross-entropy"
+    assert report.loss == pytest.approx(nn.functional.cross_entropy(layer(x), targets).item(), rel=1e-6)
+
+
+def test_auto_loss_is_a_fixed_random_projection_of_other_outputs():
+    torch.manual_seed(0)
+    layer, x = nn.Linear(4, 4), torch.randn(2, 4)
+    report = reslint.probe(layer, x, seed=3, steps=2)
+    direction = torch.randn((2, 4), generator=torch.Generator().manual_seed(3)) / math.sqrt(8)
+    expected = (layer(x) * direction).sum().item()
+    assert report.loss_kind == "random-projection"
+    assert report.losses == pytest.approx([expected, expected], rel=1e-6)  # the same projection at every step
+    assert report.parameter("bias").grad_norm == pytest.approx(direction.sum(0).norm().item(), rel=1e-6)
+
+
+def example(name: str):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_auto_loss_gives_a_model_ending_in_a_norm_a_gradient_where_sum_does_not():
+    # The sum of a normalised output is a constant: its gradient vanishes by construction, not by depth.
+    encoder = example("bert_style").Encoder(vocab_size=100, d_model=32, n_layers=4)
+    summed = reslint.probe(encoder, "long[2,16]<100", loss="sum")
+    assert summed.codes == ["RL601"] and summed.loss == pytest.approx(0, abs=1e-4)
+    auto = reslint.probe(encoder, "long[2,16]<100")
+    assert auto.loss_kind == "random-projection" and auto.codes == []
+    first, last = auto.block("layers.0").grad_norm, auto.block("layers.3").grad_norm
+    assert 0.5 < first / last < 2
 
 
 def test_a_loss_function_may_take_the_inputs():

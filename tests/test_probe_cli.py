@@ -61,7 +61,8 @@ def probe_json(*args: str, cwd: Path = REPO_ROOT, status: int | None = None) -> 
 
 
 def test_the_lessons_numbers_and_their_ratio_through_the_cli():
-    args = (LESSONS, "--model", "without_residual()", "--compare", "with_residual()", "--inputs", "lesson_inputs()")
+    args = (LESSONS, "--model", "without_residual()", "--compare", "with_residual()", "--inputs", "lesson_inputs()",
+            "--loss", "sum")  # the lessons' h.sum().backward()
     document = probe_json(*args, status=0)
     first = {p["name"]: p for p in document["parameters"]}["layers.0.weight"]
     assert first["grad_norm"] == pytest.approx(0.366573, abs=1e-5)
@@ -123,10 +124,11 @@ def test_nan_in_the_forward_pass_is_rl603_at_the_operation():
                           "--inputs", "padded_tokens()", status=1)
     assert findings(document) == [("RL603", "fixtures/probe/non_finite.py", 40, 26)]
     [finding] = document["findings"]
-    assert finding["severity"] == "error" and finding["symbol"] == "head.weight"
+    # the default loss is cross-entropy (the head's width is the vocabulary): NaN logits reach every gradient
+    assert finding["severity"] == "error" and finding["symbol"] == "head.bias"
     assert finding["message"].startswith(
-        "loss is nan; 4 of 5 parameters have NaN gradients (embed.weight, qkv.weight, qkv.bias and 1 more); "
-        "first hit in the backward pass: head.weight; first NaN produced by softmax in the forward pass at "
+        "loss is nan; 5 of 5 parameters have NaN gradients (embed.weight, qkv.weight, qkv.bias and 2 more); "
+        "first hit in the backward pass: head.bias; first NaN produced by softmax in the forward pass at "
         "fixtures/probe/non_finite.py:40")
     assert document["loss"] == "nan"
     assert {p["name"]: p["grad_norm"] for p in document["parameters"]}["embed.weight"] == "nan"
@@ -302,9 +304,85 @@ def test_plot_without_matplotlib_says_how_to_install_it_before_probing(tmp_path)
     assert not (tmp_path / "out.png").exists()
 
 
-def test_plot_writes_a_png(tmp_path, probe_here):
-    pytest.importorskip("matplotlib")
-    outcome = probe_here(REPO_ROOT, LESSONS, "--model", "without_residual()", "--inputs", "lesson_inputs()",
-                         "--plot", str(tmp_path / "flow.png"))
-    assert outcome.status == 0, outcome.stderr
-    assert (tmp_path / "flow.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def colour_present(image, rgb: str) -> bool:
+    wanted = [int(rgb[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    return bool(((abs(image[..., :3] - wanted) < 0.02).all(axis=-1)).any())
+
+
+def test_plot_draws_every_compared_model_and_says_where_it_went(tmp_path):
+    import matplotlib.image  # the [test] extra installs it: this test must run in CI, never skip
+
+    png = tmp_path / "flow.png"
+    args = (LESSONS, "--model", "without_residual()", "--compare", "with_residual()", "--inputs", "lesson_inputs()",
+            "--plot", str(png))
+    result = run_reslint("probe", *args, "--output-format", "json", cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["comparison"]["model"] == "LessonStack"  # the line is not in the JSON
+    assert result.stderr == f"Plot of the gradient norm per layer written to {png}\n"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(png)
+    assert colour_present(image, "#1f77b4") and colour_present(image, "#ff7f0e")  # both models' lines
+
+    text = run_reslint("probe", *args, cwd=REPO_ROOT)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-1] == f"Plot of the gradient norm per layer written to {png}"
+
+
+# the default loss, CI formats, usage errors
+
+
+@pytest.mark.parametrize(("example", "loss_kind"), [
+    ("bert_style.py", "random-projection"),  # Post-LN, its output a norm's: the sum of it has no gradient
+    ("pre_ln_gpt.py", "cross-entropy"),
+    ("tiny_gpt.py", "cross-entropy"),
+])
+def test_the_bundled_examples_draw_no_gradient_finding_with_the_default_loss(example, loss_kind):
+    document = probe_json(f"examples/{example}", status=0)
+    assert document["loss_kind"] == loss_kind and document["findings"] == []
+    [stack] = [stack for stack in document["stacks"] if len(stack["blocks"]) > 1]
+    grads = {block["name"]: block["grad_norm"] for block in document["blocks"]}
+    assert 0.5 < grads[stack["blocks"][0]] / grads[stack["blocks"][-1]] < 2  # within 2x, not orders of magnitude
+
+
+def test_sarif_output_validates_and_locates_the_finding():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO_ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    result = run_reslint("probe", "fixtures/probe/vanishing_sigmoid_mlp.py", "--model", "DeepSigmoidMLP()",
+                         "--output-format", "sarif", cwd=REPO_ROOT)
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    jsonschema.Draft7Validator(schema).validate(document)
+    [found] = document["runs"][0]["results"]
+    location = found["locations"][0]["physicalLocation"]
+    assert (found["ruleId"], found["level"], found["properties"]["engine"]) == ("RL601", "warning", "probe")
+    assert location["artifactLocation"] == {"uri": "fixtures/probe/vanishing_sigmoid_mlp.py", "uriBaseId": "%SRCROOT%"}
+    assert location["region"] == {"startLine": 10, "startColumn": 23}
+    assert found["message"]["text"].startswith("gradient norm falls ")
+
+
+def test_github_annotations():
+    result = run_reslint("probe", "fixtures/probe/unused_module.py", "--output-format", "github", cwd=REPO_ROOT)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split("::")[1] for line in lines] == [
+        "warning file=fixtures/probe/unused_module.py,line=13,col=20,title=RL604",
+        "warning file=fixtures/probe/unused_module.py,line=15,col=20,title=RL604",
+    ]
+    assert lines[0].split("::", 2)[2].startswith("pos.weight (64, 32) received no gradient: self.pos of Tagger")
+
+
+def test_a_directory_is_a_usage_error_with_one_line(probe_here):
+    outcome = probe_here(REPO_ROOT, "examples/")
+    assert outcome.status == 2 and outcome.stdout == ""
+    assert one_error_line(outcome.stderr) == (
+        'reslint: error: examples/ is a directory: reslint probe measures one model, give its FILE '
+        '(e.g. reslint probe model.py --model "GPT()"); reslint check takes directories')
+
+
+def test_without_torch_the_message_is_the_probes(tmp_path):
+    write(tmp_path, {"fake_site/torch/__init__.py": 'raise ImportError("No module named torch")\n'})
+    result = run_reslint("probe", str(REPO_ROOT / LESSONS), cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "fake_site")})
+    assert result.returncode == 2 and result.stdout == ""
+    assert one_error_line(result.stderr) == (
+        "reslint: error: reslint probe needs PyTorch: it runs the model forward and backward; install it "
+        "(pip install 'reslint[torch]'), or use reslint check --static for what needs no torch")

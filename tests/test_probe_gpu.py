@@ -21,8 +21,8 @@ from reslint.probing.api import ProbeError  # noqa: E402
 
 def test_the_lessons_numbers_on_cuda():
     lesson = fixture("lessons_residual")
-    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs(), device="cuda")
-    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs(), device="cuda")
+    plain = reslint.probe(lesson.without_residual(), lesson.lesson_inputs(), loss="sum", device="cuda")
+    residual = reslint.probe(lesson.with_residual(), lesson.lesson_inputs(), loss="sum", device="cuda")
     assert plain.device == "cuda:0"
     assert plain.parameter("layers.0.weight").grad_norm == pytest.approx(0.366573, abs=1e-5)
     assert residual.parameter("layers.0.weight").grad_norm == pytest.approx(15.716805, abs=1e-5)
@@ -60,3 +60,19 @@ def test_a_real_out_of_memory_is_a_probe_error_with_advice():
     message = str(caught.value)
     assert message.startswith("out of memory on cuda:0 while running the forward and backward pass")
     assert "tried to allocate" in message and "--dtype bfloat16" in message
+
+
+def test_the_cli_probes_on_cuda_in_its_isolated_child():
+    # The parent never initialises CUDA, so the forked child can (CUDA does not survive a fork).
+    import json
+
+    from cli_support import REPO_ROOT, run_reslint
+
+    result = run_reslint("probe", "fixtures/probe/lessons_residual.py", "--model", "without_residual()",
+                         "--inputs", "lesson_inputs()", "--loss", "sum", "--device", "cuda", "--output-format", "json",
+                         cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["device"] == "cuda:0"
+    assert {p["name"]: p["grad_norm"] for p in document["parameters"]}["layers.0.weight"] == pytest.approx(0.366573,
+                                                                                                         abs=1e-5)

@@ -152,12 +152,12 @@ def measure_model(call: Any, model: Any, make_inputs: Callable[[int], Any], *, l
         release_memory,
     )
     from reslint.probing.diagnose import diagnose
-    from reslint.probing.losses import LossError, loss_label, resolve_loss
+    from reslint.probing.losses import LossError, loss_label, resolve_loss, vocabulary_sizes
     from reslint.probing.measure import ForwardFailed, Pass, run_pass
     from reslint.probing.structure import find_layout
 
     try:
-        loss_function, loss_name = resolve_loss(loss)
+        loss_function, loss_name = resolve_loss(loss, vocabulary_sizes(model), seed)
     except LossError as error:
         raise ProbeError(str(error)) from None
     layout = layout if layout is not None else find_layout(model)
@@ -182,8 +182,8 @@ def measure_model(call: Any, model: Any, make_inputs: Callable[[int], Any], *, l
                                                    "running the forward and backward pass")) from error
         raise
     model_class = model_class or type(model)
-    report = build_report(measurement, layout, model_class, loss_label(loss_name, measurement.loss_had_field)
-                          if isinstance(loss, str) else loss_name, device, shown_dtype, steps, seed)
+    report = build_report(measurement, layout, model_class, loss_label(loss_name, loss_function), device,
+                          shown_dtype, steps, seed)
     report.world_size, report.wrap, report.inputs = world_size, wrap, inputs_description
     report.findings = findings_for(report, measurement, diagnosis, model, model_class, thresholds, source_path,
                                    fallback_line)

@@ -5,6 +5,11 @@ namespace with `torch` and `nn` available) or `--model FILE_OR_MODULE:EXPR`; wit
 the file's `[[tool.reslint.models]]` factory, else the one outermost model `check` would discover.
 `--inputs` takes the same shape specs and expressions, and is inferred the same way when absent.
 An expression is evaluated again for every step, under the probe's seed.
+
+The model runs in a forked child (reslint/isolation.py), as the full check's tracing does: a hang
+past `--timeout`, a crash or an exit of the model's code ends that child, never reslint; its
+prints go to /dev/null, so the report reslint writes stays valid JSON or SARIF; processes the
+model starts are killed with it. The child sends back the report as plain data (`to_dict`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from reslint.probing.api import ProbeError, input_maker, measure_model
@@ -23,6 +29,7 @@ from reslint.probing.report import ProbeReport
 from reslint.probing.verdicts import Thresholds
 
 TARGET = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+DEFAULT_TIMEOUT = 600.0  # seconds for importing, building and measuring: a large model on a CPU, not a hang
 
 
 @dataclass
@@ -42,6 +49,7 @@ class ProbeOptions:
     vanishing_gradient_factor: float | None = None
     exploding_gradient_factor: float | None = None
     activation_growth_factor: float | None = None
+    timeout: float | None = DEFAULT_TIMEOUT
 
 
 def thresholds_from(settings: Any, options: ProbeOptions) -> Thresholds:
@@ -99,21 +107,29 @@ def model_target(file: str | None, model: str | None) -> tuple[str, str | None]:
             return resolved, expr
     if not file:
         raise ProbeError("probe needs the model's FILE (or --model FILE_OR_MODULE:EXPR)")
+    if os.path.isdir(file):
+        raise ProbeError(directory_message(file))
     if not os.path.isfile(file):
         raise ProbeError(f"file not found: {file}")
     return os.path.abspath(file), expression
 
 
+def directory_message(path: str) -> str:
+    return (f"{path} is a directory: reslint probe measures one model, give its FILE "
+            f"(e.g. reslint probe model.py --model \"GPT()\"); reslint check takes directories")
+
+
 def resolve_loss_option(loss: str, module: Any, path: str) -> Any:
-    """`auto`/`sum`/`mean`, or MODULE:FUNC (FILE:FUNC, or the probed file's FUNC as `:FUNC`)."""
+    """A kind of LOSS_KINDS, or MODULE:FUNC (FILE:FUNC, or the probed file's FUNC as `:FUNC`)."""
+    from reslint.probing.losses import LOSS_KINDS
     from reslint.trace.loader import same_file
     from reslint.trace.models import split_factory
 
-    if loss in ("auto", "sum", "mean"):
+    if loss in LOSS_KINDS:
         return loss
     target, name = split_factory(loss)
     if not name:
-        raise ProbeError(f"--loss {loss!r}: expected sum, mean or MODULE:FUNC")
+        raise ProbeError(f"--loss {loss!r}: expected {', '.join(LOSS_KINDS)} or MODULE:FUNC")
     if not target or (target.endswith((".py", ".pyi")) and same_file(target, path)):
         namespace: Any = module
     elif target.endswith((".py", ".pyi")):
@@ -246,9 +262,63 @@ def run_probe(options: ProbeOptions, settings: Any, world: Any) -> tuple[ProbeRe
                          f" (line {error.line})") from None
 
 
+def probe_isolated(options: ProbeOptions, settings: Any, world: Any,
+                   parent_computed: bool = True) -> tuple[ProbeReport, ProbeReport | None]:
+    """`run_probe` in a killable child; raises ProbeError (one line, the child's traceback in `.details`).
+
+    `parent_computed`: this process may have run torch on the CPU already (it had imported torch
+    before the probe). A forked child cannot use the OpenMP threads its parent started (libgomp
+    deadlocks, as DataLoader workers would: they run one thread for that reason), so such a
+    child runs one thread; the CLI's fresh process keeps them all.
+    """
+    from reslint.isolation import ChildFailure, run_isolated
+
+    outcome = run_isolated(probe_in_child, options, settings, world, parent_computed, timeout=options.timeout)
+    if isinstance(outcome, ChildFailure):
+        raise ProbeError(failure_message(outcome, options.timeout))
+    if "error" in outcome:
+        error = ProbeError(outcome["error"])
+        error.details = outcome.get("traceback", "")
+        raise error
+    compared = outcome["compared"]
+    return ProbeReport.from_dict(outcome["report"]), ProbeReport.from_dict(compared) if compared else None
+
+
+def probe_in_child(options: ProbeOptions, settings: Any, world: Any, one_thread: bool = False) -> dict:
+    """Join the world, probe, leave; the reports or the error as plain data (all a child sends back)."""
+    import torch
+
+    from reslint.probing.devices import DeviceError, resolve_device
+    from reslint.probing.distributed import join, leave
+
+    if one_thread:
+        torch.set_num_threads(1)
+    created = False
+    try:
+        device = resolve_device(options.device, world.local_rank)
+        created = join(world, device.type)
+        report, compared = run_probe(replace(options, device=str(device)), settings, world)
+        return {"report": report.to_dict(), "compared": compared.to_dict() if compared else None}
+    except (ProbeError, DeviceError) as error:
+        return {"error": str(error), "traceback": traceback.format_exc()}
+    except Exception as error:  # noqa: BLE001 - reslint's own failure, reported like the CLI's internal errors
+        return {"error": f"internal error: {type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    finally:
+        leave(created)
+
+
+def failure_message(failure: Any, timeout: float | None) -> str:
+    """The child hung, crashed or exited: one line naming what it was doing."""
+    if failure.cause.startswith("timed out"):
+        return (f"the probe timed out after {timeout:g} s while {failure.stage}; "
+                f"pass a larger --timeout (default {DEFAULT_TIMEOUT:g}) if the model needs longer")
+    return f"the probe's process {failure.cause} while {failure.stage}"
+
+
 def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: Any, device: Any, dtype: Any,
                options: ProbeOptions, settings: Any, world: Any) -> ProbeReport:
     """Build one model, place it, wrap it for the world, measure it."""
+    from reslint.isolation import report_stage
     from reslint.probing.devices import (
         is_out_of_memory,
         out_of_memory_message,
@@ -257,6 +327,8 @@ def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: 
     from reslint.probing.distributed import unwrap, wrap
     from reslint.probing.structure import find_layout
 
+    label = expression or spec.name
+    report_stage(f"building {label}", spec.line, spec.name)
     model = build(spec, path, options.seed, expression)
     inner, wrapping = unwrap(model)
     try:
@@ -285,6 +357,7 @@ def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: 
         blocks = [block for stack in layout.stacks if stack.origin != "children" for block in stack.blocks]
         call = wrap(inner, how, blocks, device)
         wrapping = how
+    report_stage(f"running the forward and backward pass of {label}", spec.line, spec.name)
     report = measure_model(call, inner, make_inputs, loss=loss, device=device, steps=options.steps,
                            seed=options.seed, train=True, thresholds=thresholds_from(settings, options),
                            wrap=wrapping, world_size=world.size, inputs_description=description,
@@ -322,7 +395,8 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def write_report(report: ProbeReport, compared: ProbeReport | None, output_format: str, stream: TextIO) -> None:
+def write_report(report: ProbeReport, compared: ProbeReport | None, output_format: str, stream: TextIO,
+                 settings: Any) -> None:
     if output_format == "json":
         from reslint.probing.report import comparison_document
 
@@ -330,6 +404,14 @@ def write_report(report: ProbeReport, compared: ProbeReport | None, output_forma
         if compared is not None:
             document["comparison"] = comparison_document(report, compared)
         stream.write(json.dumps(document, indent=2) + "\n")
+        return
+    if output_format in ("sarif", "github"):
+        from reslint.reporters import render
+        from reslint.runner import Report
+
+        findings = sorted(report.findings + (compared.findings if compared is not None else []),
+                          key=lambda finding: finding.sort_key)
+        render(Report(findings=findings, files_checked=1, settings=settings), output_format, settings, stream)
         return
     from reslint.probing.text import render_text
 

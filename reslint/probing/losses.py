@@ -1,10 +1,17 @@
 """Turn a model's output into the scalar the probe differentiates.
 
-`auto` (the default) is the output's `.loss` when it has one (Hugging Face outputs given labels),
-else the sum of the output, as the lessons do (`h.sum().backward()`). `sum` and `mean` reduce the
-output's main tensor: the output itself, its `.logits`, or the first floating-point tensor of a
-tuple, list or dict. A callable receives the output, or the output and the model's inputs when it
-takes more than one parameter: `loss(output, *args, **kwargs)`.
+`auto` (the default) is a loss whose gradient cannot vanish by construction: the output's `.loss`
+when it has one (Hugging Face outputs given labels); else, for logits (an output's `.logits`, or a
+main tensor whose last dimension is the model's vocabulary: an `nn.Embedding`'s size or
+`config.vocab_size`), `cross-entropy` against random targets; else `random-projection`, the
+output's dot product with a fixed random tensor. Both draw from their own generator seeded with
+the probe's seed, so they are the same for every step and for a `--compare`d model.
+
+`sum` and `mean` reduce the output's main tensor as the lessons do (`h.sum().backward()`); they
+are not the default because the sum of a normalised output is constant, so a model ending in a
+LayerNorm gets almost no gradient from it. The main tensor is the output itself, its `.logits`,
+or the first floating-point tensor of a tuple, list or dict. A callable receives the output, or
+the output and the model's inputs when it takes more than one parameter: `loss(output, *args, **kwargs)`.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-LOSS_KINDS = ("auto", "sum", "mean")
+LOSS_KINDS = ("auto", "sum", "mean", "random-projection", "cross-entropy")
 
 
 class LossError(Exception):
@@ -67,24 +74,98 @@ def main_tensor(output: Any) -> Any:
                     "pass --loss MODULE:FUNC")
 
 
-def resolve_loss(loss: str | Callable) -> tuple[Callable[[Any, Any], Any], str]:
-    """(function of (output, inputs) -> scalar tensor, how reports name it)."""
+def resolve_loss(loss: str | Callable, vocabulary: frozenset[int] = frozenset(),
+                 seed: int | None = 0) -> tuple[Callable[[Any, Any], Any], str]:
+    """(function of (output, inputs) -> scalar tensor, how reports name it).
+
+    `vocabulary`: the sizes a logits dimension may have; `seed`: the random targets' and projection's.
+    """
     if callable(loss):
         name = getattr(loss, "__qualname__", None) or type(loss).__name__
         return call_user_loss(loss, name), name
     if loss not in LOSS_KINDS:
         raise LossError(f"unknown loss {loss!r}: expected one of {', '.join(LOSS_KINDS)} or a function")
-    return (lambda output, inputs: reduce(output, loss)), loss
+    if loss in ("sum", "mean"):
+        return (lambda output, inputs: reduce(output, loss)), loss
+    return RandomLoss(loss, vocabulary, seed or 0), loss
+
+
+def vocabulary_sizes(model: Any) -> frozenset[int]:
+    """The sizes a logits dimension of this model may have: its embeddings' and its config's vocab_size."""
+    from torch import nn
+
+    sizes = {module.num_embeddings for module in model.modules() if isinstance(module, nn.Embedding)}
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(size, int):
+        sizes.add(size)
+    return frozenset(size for size in sizes if size > 1)
+
+
+class RandomLoss:
+    """`auto`, `cross-entropy` or `random-projection`; `chosen` says which one the last output got."""
+
+    def __init__(self, kind: str, vocabulary: frozenset[int], seed: int):
+        self.kind = kind
+        self.vocabulary = vocabulary
+        self.seed = seed
+        self.chosen = kind
+        self.drawn: dict[tuple, Any] = {}  # (kind, shape) -> the targets or the projection, on the CPU
+
+    def __call__(self, output: Any, inputs: Any) -> Any:
+        import torch
+
+        if self.kind == "auto":
+            value = output_field(output, "loss")
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                self.chosen = "output.loss"
+                return value.reshape(())
+        tensor = main_tensor(output)
+        kind = self.kind
+        if kind == "auto":
+            logits = isinstance(output_field(output, "logits"), torch.Tensor) or (
+                tensor.dim() >= 2 and tensor.shape[-1] in self.vocabulary)
+            kind = "cross-entropy" if logits and not tensor.is_complex() else "random-projection"
+        self.chosen = kind
+        if kind == "cross-entropy":
+            return self.cross_entropy(tensor)
+        return self.projection(tensor)
+
+    def draw(self, kind: str, shape: tuple, make: Callable[[Any], Any]) -> Any:
+        import torch
+
+        if (kind, shape) not in self.drawn:
+            generator = torch.Generator().manual_seed(self.seed)
+            self.drawn[(kind, shape)] = make(generator)
+        return self.drawn[(kind, shape)]
+
+    def cross_entropy(self, logits: Any) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        if logits.dim() < 1 or logits.shape[-1] < 2:
+            raise LossError(f"cross-entropy needs logits with at least 2 classes in the last dimension, got shape "
+                            f"{tuple(logits.shape)}; pass --loss random-projection")
+        classes = logits.shape[-1]
+        shape = tuple(logits.shape[:-1])
+        targets = self.draw("cross-entropy", (*shape, classes),
+                            lambda generator: torch.randint(0, classes, shape, generator=generator))
+        flat = logits.reshape(-1, classes).float()
+        return F.cross_entropy(flat, targets.reshape(-1).to(logits.device))
+
+    def projection(self, tensor: Any) -> Any:
+        import torch
+
+        shape = tuple(tensor.shape)
+        # unit norm overall: the loss is on the scale of the output's RMS, whatever its size
+        direction = self.draw("random-projection", shape,
+                              lambda generator: torch.randn(shape, generator=generator) / max(1, tensor.numel()) ** 0.5)
+        if tensor.is_complex():
+            tensor = torch.view_as_real(tensor)
+            direction = torch.stack((direction, direction), dim=-1)
+        return (tensor.float() * direction.to(tensor.device)).sum()
 
 
 def reduce(output: Any, kind: str) -> Any:
-    import torch
-
-    if kind == "auto":
-        value = output_field(output, "loss")
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            return value.reshape(())
-        kind = "sum"
     tensor = main_tensor(output)
     return tensor.sum() if kind == "sum" else tensor.mean()
 
@@ -110,7 +191,6 @@ def call_user_loss(function: Callable, name: str) -> Callable[[Any, Any], Any]:
     return compute
 
 
-def loss_label(kind: str, output_had_loss: bool) -> str:
-    if kind == "auto":
-        return "output.loss" if output_had_loss else "sum"
-    return kind
+def loss_label(kind: str, function: Any) -> str:
+    """How reports name the loss: what the auto loss chose, else the kind asked for."""
+    return getattr(function, "chosen", kind)

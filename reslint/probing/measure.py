@@ -53,7 +53,6 @@ class Measurement:
     first_call: dict[str, int]  # group -> order of its first call
     called: set[str]  # module paths called during the pass
     watched: set[str]  # module paths whose calls were recorded (those with parameters)
-    loss_had_field: bool  # the output had a `.loss` the auto loss used
 
     def nonfinite_step(self) -> int | None:
         for index, step in enumerate(self.steps):
@@ -304,7 +303,7 @@ def run_pass(job: Pass, diagnose: Callable[[Pass, Measurement, int], Any] | None
     """Measure; on a non-finite step, call `diagnose(job, measurement, step)` while the state is still forked."""
     import torch
 
-    from reslint.probing.losses import LossError, output_field
+    from reslint.probing.losses import LossError
 
     named = list(job.model.named_parameters())
     parameters = [parameter for _, parameter in named]
@@ -318,13 +317,11 @@ def run_pass(job: Pass, diagnose: Callable[[Pass, Measurement, int], Any] | None
         recorder.attach()
         try:
             records: list[StepRecord] = []
-            had_loss_field = False
             for step in range(job.steps):
                 job.rng_states.append(capture_rng(job.device))
                 for parameter in parameters:
                     parameter.grad = None
                 loss, output = job.forward_loss(step)
-                had_loss_field = had_loss_field or isinstance(output_field(output, "loss"), torch.Tensor)
                 del output
                 if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
                     raise LossError("the loss does not require grad: the output depends on no trainable parameter "
@@ -350,7 +347,6 @@ def run_pass(job: Pass, diagnose: Callable[[Pass, Measurement, int], Any] | None
                 first_call=dict(recorder.first_call),
                 called=set(recorder.called),
                 watched=set(recorder.watched),
-                loss_had_field=had_loss_field,
             )
             step = measurement.nonfinite_step()
             if step is not None and diagnose is not None:

@@ -43,6 +43,12 @@ class ParameterStats:
             "trainable": self.trainable,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ParameterStats:
+        return cls(name=data["name"], shape=tuple(data["shape"]), grad_norm=from_json_number(data["grad_norm"]),
+                   param_norm=from_json_number(data["param_norm"]), group=data["group"],
+                   trainable=bool(data.get("trainable", True)))
+
 
 @dataclass
 class BlockStats:
@@ -71,6 +77,13 @@ class BlockStats:
             "called": self.called,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> BlockStats:
+        return cls(name=data["name"], stack=data["stack"], index=int(data["index"]), parameters=list(data["parameters"]),
+                   grad_norm=from_json_number(data["grad_norm"]), activation_norm=from_json_number(data["activation_norm"]),
+                   activation_rms=from_json_number(data["activation_rms"]), called=bool(data["called"]),
+                   ratio_to_last=from_json_number(data["ratio_to_last"]))
+
 
 @dataclass
 class StackStats:
@@ -93,8 +106,15 @@ class StackStats:
             "origin": self.origin,
             "path": self.path,
             "line": self.line,
+            "column": self.column,
             "input_rms": json_number(self.input_rms),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StackStats:
+        return cls(name=data["name"], blocks=list(data["blocks"]), origin=data["origin"], path=data["path"],
+                   line=int(data["line"]), column=int(data.get("column", 1)), label=data["label"],
+                   input_rms=from_json_number(data["input_rms"]))
 
 
 @dataclass
@@ -164,11 +184,29 @@ class ProbeReport:
             "notes": list(self.notes),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ProbeReport:
+        """Inverse of to_dict: how a report crosses the process boundary of the isolated probe."""
+        return cls(
+            model=data["model"], device=data["device"], dtype=data["dtype"], loss_kind=data["loss_kind"],
+            losses=[from_json_number(value) for value in data["losses"]], steps=int(data["steps"]), seed=data["seed"],
+            parameters=[ParameterStats.from_dict(item) for item in data["parameters"]],
+            blocks=[BlockStats.from_dict(item) for item in data["blocks"]],
+            stacks=[StackStats.from_dict(item) for item in data["stacks"]],
+            findings=[Finding.from_dict(item) for item in data["findings"]],
+            world_size=int(data["world_size"]), wrap=data["wrap"], path=data["path"], expression=data["expression"],
+            inputs=data["inputs"], notes=list(data["notes"]),
+        )
+
 
 def json_number(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def from_json_number(value: float | str | None) -> float | None:
+    return float(value) if isinstance(value, str) else value
 
 
 def is_finite(value: float | None) -> bool:
