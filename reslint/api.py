@@ -214,7 +214,7 @@ def trace_in_memory(model: Any, inputs: Any, *, name: str, line: int, display: s
     # Like the CLI's: what the model and torch's tracers print (graphs, tracebacks of a failed attempt) is not the report.
     with eval_mode(model), silenced():
         capture_one(model, lambda: example_inputs(model, inputs), name=name, line=line, path=display, real=real,
-                    result=traced, static_fallback=static_fallback, inputs_hint="inputs=")
+                    result=traced, static_fallback=static_fallback, inputs_hint="inputs=", inferred=inputs is None)
         outcome = check_captures(traced, display, settings, static_fallback=static_fallback)
     return outcome.findings, outcome.summaries
 
@@ -338,11 +338,14 @@ def require_torch() -> None:
 
 def check_model_spec(spec: str) -> None:
     """A `--model` factory must be FILE_OR_MODULE:EXPR, and a FILE must exist."""
-    from reslint.trace.models import split_factory
+    from reslint.trace.models import expression_problem, split_factory
 
     target, expr = split_factory(spec)
     if not target or not expr:
         raise UsageError(f"--model {spec!r}: expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()")
+    problem = expression_problem(expr)
+    if problem:
+        raise UsageError(f"--model {spec!r}: {problem}")
     if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
         raise UsageError(f"--model {spec!r}: file not found: {target}")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
-from reslint.findings import FileResult, Finding, ModelSummary
+from reslint.findings import FileResult, Finding, ModelSummary, TraceOutcome
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed
@@ -37,6 +37,7 @@ class FileOutcome:
     links: FileLinks | None = None
     skipped: bool = False
     display: str = ""  # the file it is about (outcomes come back in another order than the sources)
+    traces: list[TraceOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Report:
     files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
     internal_errors: list[InternalError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
+    traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried, traced or not
     settings: Settings = field(default_factory=Settings, repr=False, compare=False)
 
     def count(self, severity: str) -> int:
@@ -268,11 +270,13 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
     for outcome in outcomes:
         report.findings.extend(outcome.findings)
         report.models.extend(outcome.models)
+        report.traces.extend(outcome.traces)
         report.files_skipped += outcome.skipped
         if outcome.error is not None:
             report.internal_errors.append(outcome.error)
     report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
     report.models.sort(key=lambda model: (model.path, model.line, model.name))
+    report.traces.sort(key=lambda trace: (trace.path, trace.line, trace.name))
     report.internal_errors.sort(key=lambda error: error.path)
     return report
 
@@ -300,7 +304,7 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         findings = filter_suppressed(result.findings, decoded(data)) if result.findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
         return FileOutcome(findings=findings, models=list(result.models), links=result.links,
-                           skipped=result.skipped, display=source.display)
+                           skipped=result.skipped, display=source.display, traces=list(result.traces))
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,

@@ -47,10 +47,23 @@ class BuiltModel:
 
 
 class BuildFailed(Exception):
-    def __init__(self, line: int, message: str):
+    def __init__(self, line: int, message: str, crashed_here: bool = False):
         super().__init__(message)
         self.line = line
         self.message = message
+        self.crashed_here = crashed_here  # the checked file's own code crashed (not a raise, assert or import)
+
+
+def crashed_in(error: BaseException, path: str) -> bool:
+    """Whether `error` was raised by an operation of `path` itself: a crash in the checked code,
+    not its own `raise`/`assert` rejecting a configuration, and not a missing package."""
+    import linecache
+
+    where = locate(error, path)
+    if where is None or not where.raised_here or isinstance(error, (ImportError, NotImplementedError)):
+        return False
+    statement = linecache.getline(path, where.line).strip()
+    return not statement.startswith(("raise", "assert"))
 
 
 def class_line(cls: type, path: str) -> int:
@@ -189,6 +202,17 @@ def split_factory(spec: str) -> tuple[str, str]:
     return target.strip(), expr.strip()
 
 
+def expression_problem(expr: str) -> str:
+    """Why a factory's EXPR is not a Python expression ("" when it is): a usage error, not a finding."""
+    try:
+        compile(expr, "<factory>", "eval")
+    except SyntaxError as error:
+        return f"EXPR does not parse: {error.msg}"
+    except ValueError as error:  # null bytes
+        return f"EXPR does not parse: {error}"
+    return ""
+
+
 def factory_matches(target: str, path: str, root: str) -> bool:
     """Whether a factory's FILE_OR_MODULE names the checked file."""
     if not target:
@@ -255,8 +279,8 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
             raise
         except BaseException as error:  # noqa: BLE001
             where = locate(error, path)
-            raise BuildFailed(where.line if where else spec.line,
-                              f"cannot build {spec.name}: {one_line(error)}") from None
+            raise BuildFailed(where.line if where else spec.line, f"cannot build {spec.name}: {one_line(error)}",
+                              crashed_in(error, path)) from None
     if not isinstance(model, torch.nn.Module):
         raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
     if spec.origin == "factory" and spec.cls is None:
