@@ -215,25 +215,25 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
 
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
               result: TraceResult) -> None:
-    from reslint.trace.inputs import from_text, infer_inputs
+    from reslint.trace.inputs import candidate_inputs, from_text, infer_candidates
     from reslint.trace.models import evaluation_namespace, parameter_count
 
     spec, model = item.spec, item.model
     namespace = evaluation_namespace(module)
 
-    def make_inputs(target: Any, device: str):
+    def make_inputs(target: Any, device: str) -> list:
         if spec.inputs:
-            return from_text(spec.inputs, namespace, device)
-        return infer_inputs(target, device)
+            return [from_text(spec.inputs, namespace, device)]
+        return [candidate_inputs(candidate, device) for candidate in infer_candidates(target)]
 
-    def cpu_variant():
+    def cpu_variant(index: int = 0):
         import torch
 
         with torch.random.fork_rng():
             torch.manual_seed(0)
             target = spec.build()
         target.eval()
-        return target, make_inputs(target, "cpu")
+        return target, make_inputs(target, "cpu")[index]
 
     from reslint.isolation import report_stage
 
@@ -254,6 +254,8 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
 
     `path` is the display path, `real` the file whose frames count as the user's. With `deadline`
     (a `time.monotonic()` value; main thread only) making the inputs and capturing are limited to it.
+    `make_inputs` gives one `Inputs` or a list of candidates, tried in turn until one traces (a failure
+    reports the first); `cpu_variant(index)` rebuilds the model on CPU with candidate `index`'s inputs.
     `static_fallback`: the messages say that the static engine's facts stand for the model (a file's
     check); `inputs_hint` is how the messages tell the user to pass inputs; `inferred`: reslint
     guessed the inputs, so a failure is its own limit, never the model's bug.
@@ -272,8 +274,15 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
 
     try:
         with time_limit(seconds_left(deadline) if deadline is not None else None):
-            inputs = make_inputs()
-            capture, failures = capture_model(model, inputs, name=name, line=line, path=real, cpu_variant=cpu_variant)
+            made = make_inputs()
+            candidates = made if isinstance(made, list) else [made]
+            inputs, capture, failures = candidates[0], None, []
+            for index, candidate in enumerate(candidates):
+                variant = (lambda index=index: cpu_variant(index)) if cpu_variant is not None else None
+                capture, tried = capture_model(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
+                failures = failures or tried
+                if capture is not None:
+                    break
     except InputError as error:
         untraced("RL903", f"cannot trace {name}: {error}{used}", line, str(error))
         return

@@ -187,8 +187,19 @@ def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dic
             skipped[obj.__name__] = reason
             continue
         specs.append(ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj))
+    if any(is_hf_model(spec.cls) for spec in specs):
+        # A file of HF-style models: those are its models, every other module class is a part of them
+        # (one a default config does not use, e.g. a hybrid embedding, is not a model of its own).
+        for spec in specs:
+            if not is_hf_model(spec.cls):
+                skipped[spec.name] = "a part of the file's models (it has no config_class)"
+        specs = [spec for spec in specs if is_hf_model(spec.cls)]
     specs.sort(key=lambda spec: spec.line)
     return specs, skipped
+
+
+def is_hf_model(cls: type | None) -> bool:
+    return isinstance(getattr(cls, "config_class", None), type)
 
 
 def split_factory(spec: str) -> tuple[str, str]:
