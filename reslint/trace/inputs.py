@@ -195,6 +195,8 @@ def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[Tensor
         vocab = integer(config_value(config, "vocab_size"), 100)
         limit = config_value(config, "max_position_embeddings", "n_positions", "max_seq_len")
         seq = min(SEQ, limit) if isinstance(limit, int) and limit > 0 else SEQ
+        if type(model).__name__.endswith("ForMultipleChoice"):  # (batch, choices, sequence)
+            return [TensorSpec("int64", (batch, 2, seq), vocab, main)]
         return [TensorSpec("int64", (batch, seq), vocab, main)]
     if main in ("pixel_values", "pixel_values_videos", "images"):
         channels = integer(config_value(config, "num_channels", "in_channels", "in_chans", "input_channels"), 3)
