@@ -55,9 +55,18 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         return result
     with collector_paused():
         parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings)
-    if parsed and not settings.static and (has_models or names_file(settings, source_path or path)):
+    if parsed and not settings.static and (has_models or names_file(settings, source_path or path)
+                                           or subclasses_a_model(text)):
         add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def subclasses_a_model(text: str) -> bool:
+    """A class derived from an imported model (`class Tiny(LlamaForCausalLM)`), which the static engine
+    cannot see as a module but the trace engine can build."""
+    from reslint.trace.engine import might_define_models
+
+    return might_define_models(text)
 
 
 @contextlib.contextmanager

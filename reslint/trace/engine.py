@@ -27,7 +27,9 @@ from reslint.settings import Settings
 from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
 
 DEFAULT_TIMEOUT = 60.0  # seconds per file (import, build and trace its models) when --timeout is not given
-MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.MULTILINE)
+# A forward, or a class whose base looks like a module or a transformers model (`LlamaForCausalLM`, `BertModel`).
+MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|(?<!Base)Model|For[A-Z]\w*)\b",
+                         re.MULTILINE)
 
 
 @dataclass
@@ -299,7 +301,7 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
         return
     first = failures[0]
     where_line, raised_here = failure_location(failures, real)
-    given = f" with the inputs reslint inferred ({inputs.description})" if inferred and inputs is not None else ""
+    given = f"; reslint inferred the inputs {inputs.description}" if inferred and inputs is not None else ""
     hint = f"; pass {inputs_hint}" if inferred else ""
     if raised_here and where_line is not None:
         code = "RL903" if inferred else "RL902"

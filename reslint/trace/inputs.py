@@ -195,7 +195,7 @@ def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[Tensor
         vocab = integer(config_value(config, "vocab_size"), 100)
         limit = config_value(config, "max_position_embeddings", "n_positions", "max_seq_len")
         seq = min(SEQ, limit) if isinstance(limit, int) and limit > 0 else SEQ
-        if type(model).__name__.endswith("ForMultipleChoice"):  # (batch, choices, sequence)
+        if is_head(model, "ForMultipleChoice"):  # (batch, choices, sequence)
             return [TensorSpec("int64", (batch, 2, seq), vocab, main)]
         return [TensorSpec("int64", (batch, seq), vocab, main)]
     if main in ("pixel_values", "pixel_values_videos", "images"):
@@ -247,6 +247,11 @@ def declared_dummy_inputs(model: Any) -> list[TensorSpec]:
     return specs
 
 
+def is_head(model: Any, suffix: str) -> bool:
+    """Whether the model is (derived from) a transformers head class named `...{suffix}`."""
+    return any(klass.__name__.endswith(suffix) for klass in type(model).__mro__)
+
+
 def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     """Inputs for a transformers model, most faithful first: its declared dummy inputs, then its main
     input sized from the config (with decoder inputs for an encoder-decoder, and the other inputs its
@@ -255,7 +260,7 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     main = main[0] if isinstance(main, (list, tuple)) and main else main
     name = type(model).__name__
     # A classification head that pools at the last non-pad token needs a pad token for batches > 1.
-    batch = 1 if getattr(config, "pad_token_id", 0) is None and "SequenceClassification" in name else BATCH
+    batch = 1 if getattr(config, "pad_token_id", None) is None and is_head(model, "ForSequenceClassification") else BATCH
     extra = {"use_cache": False} if accepts(model, "use_cache") else {}
     candidates: list[Candidate] = []
     dummy = declared_dummy_inputs(model)
