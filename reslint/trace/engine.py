@@ -281,9 +281,12 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
             inputs, capture, failures = candidates[0], None, []
             for index, candidate in enumerate(candidates):
                 variant = (lambda index=index: cpu_variant(index)) if cpu_variant is not None else None
-                capture, tried = capture_model(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
+                found, tried = capture_model(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
                 failures = failures or tried
-                if capture is not None:
+                if found is not None and (capture is None or capture.shape_error is not None):
+                    capture = found
+                # A shape error on guessed inputs may be the guess's: another candidate may run cleanly.
+                if capture is not None and capture.shape_error is None:
                     break
     except InputError as error:
         untraced("RL903", f"cannot trace {name}: {error}{used}", line, str(error))
