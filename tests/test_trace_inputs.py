@@ -217,3 +217,16 @@ def test_heads_that_need_a_pad_token_get_one_sample_and_multiple_choice_gets_cho
     assert hf_inputs("GPT2ForSequenceClassification", "GPT2Config", **gpt2) == {"input_ids": (1, 16)}
     assert hf_inputs("GPT2ForSequenceClassification", "GPT2Config", pad_token_id=0, **gpt2) == {"input_ids": (2, 16)}
     assert hf_inputs("BertForMultipleChoice", "BertConfig", vocab_size=100, **SMALL) == {"input_ids": (2, 2, 16)}
+
+
+def test_frame_major_features_are_the_next_candidate():
+    transformers = pytest.importorskip("transformers")
+    from reslint.trace.inputs import candidate_inputs, infer_candidates
+
+    with torch.device("meta"):
+        model = transformers.Wav2Vec2BertModel(transformers.Wav2Vec2BertConfig(output_hidden_size=32, **SMALL))
+    candidates = [candidate_inputs(candidate, "meta") for candidate in infer_candidates(model)]
+    assert [tuple(inputs.kwargs["input_features"].shape) for inputs in candidates] == [
+        (2, 80, 64),  # (batch, mel bins, frames): Whisper's layout
+        (2, 64, 160),  # (batch, frames, features): what the feature projection of Wav2Vec2-BERT takes
+    ]

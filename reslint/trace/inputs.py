@@ -276,6 +276,11 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         specs = [*specs, TensorSpec("int64", (batch, seq), vocab, "decoder_input_ids")]
         where += ", with decoder_input_ids"
     candidates.append((specs, extra, where))
+    if main == "input_features":  # some encoders take (batch, frames, features): Speech2Text, Wav2Vec2-BERT
+        width = integer(config_value(config, "feature_projection_input_dim", "input_feat_per_channel", "feature_size",
+                                     "num_mel_bins"), specs[0].shape[1])
+        frames = TensorSpec("float32", (batch, 64, width), name=main)
+        candidates.append(([frames, *specs[1:]], extra, f"{name} {main} as (batch, frames, features), sized from its config"))
     others = [other for other in ("input_ids", "pixel_values", "input_values", "input_features")
               if other != main and other in forward_parameters(model)]
     if others:
