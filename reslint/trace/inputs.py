@@ -271,7 +271,9 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         return candidates
     where = f"{name} {main}, sized from its config"
     seq = SEQ
-    if getattr(config, "is_encoder_decoder", False) and accepts(model, "decoder_input_ids") and main != "decoder_input_ids":
+    # Only a forward that names decoder inputs takes them (an encoder-only head's **kwargs would pass them on).
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in forward_parameters(model) \
+            and main != "decoder_input_ids":
         vocab = integer(config_value(config, "vocab_size"), 100)
         specs = [*specs, TensorSpec("int64", (batch, seq), vocab, "decoder_input_ids")]
         where += ", with decoder_input_ids"
