@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from reslint.findings import FileResult, Finding, ModelSummary
+from reslint.findings import FileResult, Finding, ModelSummary, TraceOutcome
 from reslint.project_facts import FileLinks, PostLNBlock
 from reslint.settings import Settings
 
@@ -58,9 +58,18 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         return result
     with collector_paused():
         parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path)
-    if parsed and not settings.static and (has_models or names_file(settings, source_path or path)):
+    if parsed and not settings.static and (has_models or names_file(settings, source_path or path)
+                                           or subclasses_a_model(text)):
         add_trace_results(result, path, data, settings, source_path)
     return result
+
+
+def subclasses_a_model(text: str) -> bool:
+    """A class derived from an imported model (`class Tiny(LlamaForCausalLM)`), which the static engine
+    cannot see as a module but the trace engine can build."""
+    from reslint.trace.engine import might_define_models
+
+    return might_define_models(text)
 
 
 @contextlib.contextmanager
@@ -318,12 +327,14 @@ class TracedFile:
     notes: list[str] = field(default_factory=list)
     imported: bool = False
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
+    traces: list[TraceOutcome] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"findings": [finding.to_dict() for finding in self.findings],
                 "summaries": [summary.to_dict() for summary in self.summaries],
                 "static_only": dict(self.static_only), "notes": list(self.notes),
-                "imported": self.imported, "timed_out": self.timed_out}
+                "imported": self.imported, "timed_out": self.timed_out,
+                "traces": [trace.to_dict() for trace in self.traces]}
 
     @classmethod
     def from_dict(cls, data: dict) -> TracedFile:
@@ -332,7 +343,8 @@ class TracedFile:
                    summaries=[ModelSummary.from_dict(summary) for summary in data["summaries"]],
                    static_only={str(name): str(reason) for name, reason in data["static_only"].items()},
                    notes=[str(note) for note in data["notes"]],
-                   imported=bool(data["imported"]), timed_out=bool(data["timed_out"]))
+                   imported=bool(data["imported"]), timed_out=bool(data["timed_out"]),
+                   traces=[TraceOutcome.from_dict(trace) for trace in data["traces"]])
 
 
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
@@ -356,6 +368,7 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
         traced = failed_trace(path, traced, timeout)
     result.imported = traced.imported
     result.cacheable = not traced.timed_out
+    result.traces = traced.traces
     result.findings = merge_findings(result.findings, traced.findings)
     traced_names = {summary.name for summary in traced.summaries}
     models = [summary for summary in result.models if summary.name not in traced_names]
@@ -372,9 +385,12 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
         cause = f"timed out after {timeout:g} s"
     code = "RL903" if failure.stage.startswith("tracing") else "RL902"
     message = f"{failure.stage}: {cause}; static findings are still reported"
-    finding = Finding(code, message, path, failure.line, 1, symbol=failure.symbol, engine="trace")
+    # A crash or hang of the child is reslint's limit, whatever the code did.
+    finding = Finding(code, message, path, failure.line, 1, symbol=failure.symbol, engine="trace", severity="info")
     # A crash or hang may depend on the machine or the moment: never cached.
-    return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True, timed_out=True)
+    trace = TraceOutcome(path, failure.symbol, failure.line, False, f"{failure.stage}: {cause}")
+    return TracedFile(findings=[finding], notes=[f"{failure.stage}: {cause}"], imported=True, timed_out=True,
+                      traces=[trace])
 
 
 def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None) -> dict:
@@ -415,6 +431,7 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
             outcome.findings.append(Finding("RL903", reason + ("; static facts were used" if static_fallback else ""), path,
                                             capture.class_line, 1, symbol=capture.model_name, engine="trace"))
             outcome.static_only[capture.model_name] = reason
+            traced.lines[capture.model_name] = capture.class_line
             continue
         engine = f"traced ({capture.method})"
         outcome.findings.extend(dataclasses.replace(finding, engine="trace")
@@ -422,6 +439,12 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
         for summary in facts.model_summaries():
             outcome.summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
         outcome.static_only.pop(capture.model_name, None)
+        outcome.traces.append(TraceOutcome(path, capture.model_name, capture.class_line, True))
+    outcome.traces.extend(TraceOutcome(path, name, traced.lines[name], False, reason)
+                          for name, reason in outcome.static_only.items() if name in traced.lines)
+    if traced.import_failed:
+        outcome.traces.append(TraceOutcome(path, "", 1, False, traced.notes[0] if traced.notes else "not imported"))
+    outcome.traces.sort(key=lambda trace: (trace.line, trace.name))
     return outcome
 
 

@@ -300,21 +300,22 @@ def trace_in_memory(model: Any, inputs: Any, *, name: str, line: int, display: s
     # Like the CLI's: what the model and torch's tracers print (graphs, tracebacks of a failed attempt) is not the report.
     with eval_mode(model), silenced():
         capture_one(model, lambda: example_inputs(model, inputs), name=name, line=line, path=display, real=real,
-                    result=traced, static_fallback=static_fallback, inputs_hint="inputs=")
+                    result=traced, static_fallback=static_fallback, inputs_hint="inputs=", inferred=inputs is None)
         outcome = check_captures(traced, display, settings, static_fallback=static_fallback)
     return outcome.findings, outcome.summaries
 
 
 def example_inputs(model: Any, inputs: Any) -> Any:
-    """`inputs` as the trace engine's `Inputs`; raises InputError (an RL903 finding) when they cannot be made."""
+    """`inputs` as the trace engine's `Inputs` (inferred: a list of candidates); raises InputError (an RL903
+    finding) when they cannot be made."""
     import sys
 
-    from reslint.trace.inputs import Inputs, as_inputs, from_text, infer_inputs
+    from reslint.trace.inputs import Inputs, as_inputs, candidate_inputs, from_text, infer_candidates
 
     first = next(model.parameters(), None)
     device = first.device.type if first is not None else "cpu"
-    if inputs is None:
-        return infer_inputs(model, device)
+    if inputs is None:  # every plausible set, tried in turn
+        return [candidate_inputs(candidate, device) for candidate in infer_candidates(model)]
     if isinstance(inputs, str):
         import torch
 

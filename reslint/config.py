@@ -307,6 +307,11 @@ def model_factories(value: Any, context: ConfigContext) -> tuple[ModelFactory, .
             raise context.error(context.key(where), "missing required key 'factory'")
         if not isinstance(factory, str) or not factory.strip():
             raise context.error(context.key(where, "factory"), f"expected a non-empty string FILE_OR_MODULE:EXPR, got {type_name(factory)}")
+        from reslint.trace.models import expression_problem, split_factory
+
+        problem = expression_problem(split_factory(factory)[1])
+        if problem:
+            raise context.error(context.key(where, "factory"), f"{factory!r}: {problem}")
         inputs = entry.get("inputs")
         if inputs is not None and not isinstance(inputs, str):
             raise context.error(context.key(where, "inputs"), f"expected a string, got {type_name(inputs)}")

@@ -154,6 +154,27 @@ class ModelSummary:
         )
 
 
+@dataclass(frozen=True)
+class TraceOutcome:
+    """Whether the full check traced one model it tried, and why not; `name` "" is a file that could not
+    be imported, whose models are unknown."""
+
+    path: str
+    name: str
+    line: int
+    traced: bool
+    reason: str = ""  # why the static facts stand for it
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "name": self.name, "line": self.line, "traced": self.traced,
+                "reason": self.reason or None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TraceOutcome:
+        return cls(path=data["path"], name=data["name"], line=int(data["line"]), traced=bool(data["traced"]),
+                   reason=data.get("reason") or "")
+
+
 @dataclass
 class FileResult:
     """Everything one file contributed: findings (before suppression) and model summaries."""
@@ -169,6 +190,7 @@ class FileResult:
     # Other files the static engine read (imported config modules): the result depends on them too
     reads: list[str] = field(default_factory=list, compare=False)
     skipped: bool = False  # the pre-filter found no model or training code: nothing was analysed
+    traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried to trace
 
     def to_dict(self) -> dict:
         return {
@@ -177,6 +199,7 @@ class FileResult:
             "models": [model.to_dict() for model in self.models],
             "links": self.links.to_dict(),
             "skipped": self.skipped,
+            "traces": [trace.to_dict() for trace in self.traces],
         }
 
     @classmethod
@@ -187,6 +210,7 @@ class FileResult:
             models=[ModelSummary.from_dict(model) for model in data.get("models", ())],
             links=FileLinks.from_dict(data.get("links", {})),
             skipped=bool(data.get("skipped", False)),
+            traces=[TraceOutcome.from_dict(trace) for trace in data.get("traces", ())],
         )
 
 

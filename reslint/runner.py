@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, TextIO
 
 from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
 from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-from reslint.findings import FileResult, Finding, ModelSummary, StackSummary
+from reslint.findings import FileResult, Finding, ModelSummary, StackSummary, TraceOutcome
 from reslint.project_facts import FileLinks
 from reslint.settings import Settings
 from reslint.suppression import filter_suppressed, unused_noqa_findings
@@ -42,6 +42,7 @@ class FileOutcome:
     links: FileLinks | None = None
     skipped: bool = False
     display: str = ""  # the file it is about (outcomes come back in another order than the sources)
+    traces: list[TraceOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Report:
     fixed: int | None = None  # findings `--fix` repaired before this report was made; None: no --fix
     internal_errors: list[InternalError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
+    traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried, traced or not
     settings: Settings = field(default_factory=Settings, repr=False, compare=False)
     # The text of checked sources that are not files on disk (stdin), for the code frames: {path: text}
     texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -219,6 +221,7 @@ def outcome_document(source: SourceFile, settings: Settings) -> dict:
         "error": dataclasses.asdict(outcome.error) if outcome.error else None,
         "links": outcome.links.to_dict() if outcome.links is not None else None,
         "skipped": outcome.skipped,
+        "traces": [trace.to_dict() for trace in outcome.traces],
     }
 
 
@@ -230,6 +233,7 @@ def outcome_from_document(document: dict, source: SourceFile) -> FileOutcome:
         links=FileLinks.from_dict(document["links"]) if document["links"] is not None else None,
         skipped=bool(document["skipped"]),
         display=source.display,
+        traces=[TraceOutcome.from_dict(trace) for trace in document["traces"]],
     )
 
 
@@ -382,11 +386,13 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
     for outcome in outcomes:
         report.findings.extend(outcome.findings)
         report.models.extend(outcome.models)
+        report.traces.extend(outcome.traces)
         report.files_skipped += outcome.skipped
         if outcome.error is not None:
             report.internal_errors.append(outcome.error)
     report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
     report.models.sort(key=lambda model: (model.path, model.line, model.name))
+    report.traces.sort(key=lambda trace: (trace.path, trace.line, trace.name))
     report.internal_errors.sort(key=lambda error: error.path)
     return report
 
@@ -416,7 +422,7 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         findings = filter_suppressed(findings, text) if findings else []
         findings = [finding for finding in findings if is_reported(finding, source, settings)]
         return FileOutcome(findings=findings, models=list(result.models), links=result.links,
-                           skipped=result.skipped, display=source.display)
+                           skipped=result.skipped, display=source.display, traces=list(result.traces))
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,

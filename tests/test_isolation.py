@@ -69,7 +69,10 @@ def test_hostile_files_each_get_one_finding_and_keep_their_static_ones(tmp_path)
     for name in ("segfault.py", "hang_import.py", "os_exit.py", "sys_exit.py", "noisy.py"):
         assert (name, "RL101") in found
     assert ("noisy.py", "RL902") not in found
-    assert result.returncode == 1 and result.stderr == ""
+    # crashes, hangs and exits are reslint's limits, never the gate's: every RL9xx is info
+    assert {f["severity"] for f in report["findings"] if f["code"] in ("RL902", "RL903")} == {"info"}
+    assert report["summary"]["files_not_imported"] == 4
+    assert result.returncode == 0 and result.stderr == ""
     assert elapsed < 60
     # the exit status comes from the findings alone
     errors_only = run_reslint("check", "--no-cache", "--timeout", "5", "--fail-on", "error", "os_exit.py",
@@ -130,7 +133,7 @@ def test_the_hostile_fixtures_in_full_mode_within_a_minute():
     result = run_reslint("check", "--no-cache", "--timeout", "10", "--jobs", "2", "--output-format", "json",
                          "fixtures/hostile", cwd=ROOT)
     assert time.monotonic() - started < 60
-    assert result.returncode == 1 and result.stderr == ""
+    assert result.returncode == 0 and result.stderr == ""  # the RL9xx are reslint's limits: info
     found = sorted((f["path"].removeprefix("fixtures/hostile/"), f["line"], f["code"])
                    for f in json.loads(result.stdout)["findings"])
     assert found == [
@@ -141,7 +144,7 @@ def test_the_hostile_fixtures_in_full_mode_within_a_minute():
         ("hang_on_import.py", 9, "RL201"),
         ("not_utf8.py", 1, "RL901"),
         ("raise_in_forward.py", 12, "RL101"),
-        ("raise_in_forward.py", 14, "RL902"),
+        ("raise_in_forward.py", 14, "RL903"),  # on the inputs reslint inferred: info
         ("segfault_on_import.py", 1, "RL902"),
         ("segfault_on_import.py", 14, "RL101"),
     ]

@@ -105,7 +105,7 @@ def test_statistics_as_json():
 
 def test_json_document_shape():
     document = json.loads(rendered("json"))
-    assert list(document) == ["version", "findings", "models", "summary"]
+    assert list(document) == ["version", "findings", "models", "summary", "traces"]
     assert document["version"] == reslint.__version__
     assert document["findings"][0] == FINDINGS[0].to_dict()
     assert list(document["findings"][0]) == [
@@ -116,7 +116,9 @@ def test_json_document_shape():
     assert document["summary"] == {
         "files": 3, "files_skipped": 0, "findings": 5, "errors": 2, "warnings": 1, "infos": 2,
         "by_code": {"RL001": 1, "RL101": 2, "RL102": 1, "RL201": 1}, "skipped": {},
+        "models_traced": 0, "models_total": 0, "not_traced": {}, "files_not_imported": 0,
     }
+    assert document["traces"] == []
 
 
 def test_json_is_byte_identical_across_renders():

@@ -137,10 +137,14 @@ def test_data_dependent_control_flow_uses_draft_export(tmp_path):
     branchy = by_name(result)["Branchy"]
     assert branchy.method == "draft_export"
     assert any("branch the example input took" in note and "failing.py:13" in note for note in branchy.notes), branchy.notes
-    findings = {(f.code, f.line): f.message for f in result.findings}
+    # Discovered models and inferred inputs: reslint's guesses, so info
+    findings = {(f.code, f.line, f.effective_severity): f.message for f in result.findings}
     assert findings == {
-        ("RL902", 24): "the forward of Raises raised ValueError: unsupported width; static findings are still reported",
-        ("RL902", 31): "cannot build BadInit: RuntimeError: cannot build; static findings are still reported",
+        ("RL903", 24, "info"): "the forward of Raises raised ValueError: unsupported width; reslint inferred the "
+                               "inputs float[2,16,8] (inferred from Linear (fc)); pass --inputs; static findings are "
+                               "still reported",
+        ("RL902", 31, "info"): "cannot build BadInit: RuntimeError: cannot build (reslint built it from its defaults; "
+                               "pass --model FILE:EXPR to build it yourself); static findings are still reported",
     }
     assert set(result.static_only) >= {"Raises", "BadInit"}
 
@@ -212,15 +216,29 @@ MASKED = textwrap.dedent('''\
             self.fc = nn.Linear(8, 8)
 
         def forward(self, x, mask):
-            return x + self.fc(x) * mask
+            return x + self.fc(x) * mask.unsqueeze(-1)
+
+
+    class Sized(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x, depth: int):
+            return x + self.fc(x) * depth
 ''')
 
 
-def test_a_missing_input_asks_for_inputs_and_inputs_fix_it(tmp_path):
+def test_a_mask_is_inferred_a_missing_input_asks_for_inputs_and_inputs_fix_it(tmp_path):
     path = write(tmp_path, "masked.py", MASKED)
-    [finding] = trace_file(path, None, Settings(root=str(tmp_path))).findings
-    assert (finding.code, finding.line) == ("RL903", 4)
-    assert finding.message == ("tracing Masked failed (export, fx): TypeError: missing a required argument: 'mask'; "
-                               "pass --inputs; static facts were used")
-    result = trace_file(path, None, Settings(root=str(tmp_path), inputs="float[2,4,8]; float[2,4,1]"))
-    assert result.findings == [] and [c.method for c in result.captures] == ["export"]
+    result = trace_file(path, None, Settings(root=str(tmp_path)))
+    [masked] = result.captures
+    assert (masked.model_name, masked.method) == ("Masked", "export")
+    assert masked.inputs == "float[2,16,8]; mask=bool[2,16] (inferred from Linear (fc))"
+    [finding] = result.findings
+    assert (finding.code, finding.line, finding.effective_severity) == ("RL903", 13, "info")
+    assert finding.message == ("tracing Sized failed (export, fx): TypeError: missing a required argument: 'depth'; "
+                               "reslint inferred the inputs float[2,16,8] (inferred from Linear (fc)); pass --inputs; "
+                               "static facts were used")
+    result = trace_file(path, None, Settings(root=str(tmp_path), inputs="float[2,4,8]; float[2,4]"))
+    assert by_name(result)["Masked"].method == "export"

@@ -141,3 +141,194 @@ def test_both_engines_name_the_class_line_and_word_rl201_alike(tmp_path):
     assert traced_rl201["message"] == static_rl201["message"]
     assert static_rl201["message"].startswith(
         "BatchNorm1d in `Tagger`, part of a sequence model (attention (nn.MultiheadAttention), token embeddings (nn.Embedding)):")
+# ----- the gate: reslint's own limits are info, correct upstream models pass ----------------------
+
+ZOO = textwrap.dedent('''\
+    """Correct upstream models, shrunk: each is discovered through its config_class and traced."""
+    import torch  # noqa: F401 - the user code around these models
+    from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2ForSequenceClassification, LlamaConfig,
+                              LlamaForCausalLM, T5Config, T5ForConditionalGeneration, ViTConfig,
+                              ViTForImageClassification)
+
+    SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+
+
+    class TinyGPT2Config(GPT2Config):
+        def __init__(self, **kwargs):
+            super().__init__(**{"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": 100, **kwargs})
+
+
+    class TinyGPT2(GPT2ForSequenceClassification):
+        config_class = TinyGPT2Config
+
+
+    class TinyLlamaConfig(LlamaConfig):
+        def __init__(self, **kwargs):
+            super().__init__(**{**SMALL, "num_key_value_heads": 2, **kwargs})
+
+
+    class TinyLlama(LlamaForCausalLM):
+        config_class = TinyLlamaConfig
+
+
+    class TinyBertConfig(BertConfig):
+        def __init__(self, **kwargs):
+            super().__init__(**{**SMALL, **kwargs})
+
+
+    class TinyBert(BertForMaskedLM):
+        config_class = TinyBertConfig
+
+
+    class TinyViTConfig(ViTConfig):
+        def __init__(self, **kwargs):
+            super().__init__(**{**SMALL, "image_size": 48, "patch_size": 16, **kwargs})
+
+
+    class TinyViT(ViTForImageClassification):
+        config_class = TinyViTConfig
+
+
+    class TinyT5Config(T5Config):
+        def __init__(self, **kwargs):
+            super().__init__(**{"d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 2, "num_heads": 2,
+                                "vocab_size": 100, **kwargs})
+
+
+    class TinyT5(T5ForConditionalGeneration):
+        config_class = TinyT5Config
+''')
+
+
+def test_correct_upstream_models_pass_the_full_check(tmp_path):
+    """GPT-2 (a sequence-classification head without a pad token), LLaMA, BERT, ViT (48x48 images) and
+    T5 (an encoder-decoder) are traced with the inputs they declare, and the gate passes."""
+    pytest.importorskip("transformers")
+    write(tmp_path, {"zoo.py": ZOO})
+    # Five models in one file: a generous per-file budget, so that a loaded machine cannot turn them into RL903s.
+    result = run_module("check", "--no-cache", "--jobs", "1", "--timeout", "110", "--output-format", "json", "zoo.py",
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    document = json.loads(result.stdout)
+    assert [f for f in document["findings"] if f["severity"] != "info"] == []
+    assert {trace["name"]: trace["traced"] for trace in document["traces"]} == {
+        "TinyGPT2": True, "TinyLlama": True, "TinyBert": True, "TinyViT": True, "TinyT5": True}
+    summary = document["summary"]
+    assert (summary["models_traced"], summary["models_total"], summary["not_traced"]) == (5, 5, {})
+    notes = {model["name"]: model["notes"] for model in document["models"]}
+    assert "inputs: input_ids=long[1,16]<100 (inferred from TinyGPT2 input_ids, sized from its config)" in notes["TinyGPT2"]
+    assert "inputs: pixel_values=float[2,3,48,48] (inferred from TinyViT pixel_values, sized from its config)" in notes["TinyViT"]
+    assert any(note.startswith("inputs: decoder_input_ids=long[3,5]") and note.endswith("(inferred from TinyT5.dummy_inputs)")
+               for note in notes["TinyT5"])
+
+
+SITUATIONS = {
+    "optional.py": textwrap.dedent('''\
+        import torch.nn as nn
+        import reslint_missing_optional_package  # noqa: F401
+
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x
+    '''),
+    "guesses.py": textwrap.dedent('''\
+        import torch.nn as nn
+
+
+        class NeedsWidth(nn.Module):
+            def __init__(self, width=None):
+                super().__init__()
+                if width is None:
+                    raise ValueError("pass a width")
+                self.fc = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        class Picky(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                if x.shape[1] != 3:
+                    raise ValueError("expects 3 positions")
+                return self.fc(x)
+
+
+        class Buggy(nn.Module):
+            def __init__(self, sizes=(8, 16)):
+                super().__init__()
+                self.sizes = sizes + [32]
+
+            def forward(self, x):
+                return x
+    '''),
+    "factory.py": textwrap.dedent('''\
+        import torch.nn as nn
+
+
+        class Wide(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                if width > 4:
+                    raise ValueError("too wide")
+                self.fc = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.fc(x)
+    '''),
+}
+
+
+def test_reslints_own_guesses_are_info_and_the_users_factory_a_warning(tmp_path):
+    write(tmp_path, SITUATIONS)
+    result = run_module("check", "--no-cache", "--jobs", "1", "--output-format", "json",
+                        "--model", "factory.py:Wide(8)", ".", cwd=tmp_path)
+    document = json.loads(result.stdout)
+    found = {(f["path"], f["line"], f["code"], f["severity"]): f["message"] for f in document["findings"]}
+    assert set(found) == {
+        ("optional.py", 2, "RL902", "info"),  # a missing optional package
+        ("guesses.py", 8, "RL902", "info"),  # the defaults reslint built it from are rejected by a raise
+        ("guesses.py", 22, "RL903", "info"),  # the forward rejects the inputs reslint inferred
+        ("guesses.py", 29, "RL902", "warning"),  # the defaults crash in the file's own code: a bug
+        ("factory.py", 8, "RL902", "warning"),  # the factory the user named raises
+    }
+    assert found[("optional.py", 2, "RL902", "info")] == (
+        "importing the file failed: ModuleNotFoundError: No module named 'reslint_missing_optional_package' "
+        "(an optional package is not installed); static findings are still reported")
+    assert found[("guesses.py", 8, "RL902", "info")] == (
+        "cannot build NeedsWidth: ValueError: pass a width (reslint built it from its defaults; pass --model "
+        "FILE:EXPR to build it yourself); static findings are still reported")
+    assert found[("guesses.py", 22, "RL903", "info")] == (
+        "the forward of Picky raised ValueError: expects 3 positions; reslint inferred the inputs float[2,16,8] "
+        "(inferred from Linear (fc)); pass --inputs; static findings are still reported")
+    assert found[("guesses.py", 29, "RL902", "warning")] == (
+        "cannot build Buggy: TypeError: can only concatenate tuple (not \"list\") to tuple: building it from its "
+        "defaults crashes in this file's own code, a bug unless those defaults are not meant to build; "
+        "static findings are still reported")
+    assert found[("factory.py", 8, "RL902", "warning")] == (
+        "cannot build Wide: ValueError: too wide; static findings are still reported")
+    assert result.returncode == 1  # the two warnings; without them the gate passes
+    summary = document["summary"]
+    assert (summary["models_traced"], summary["models_total"], summary["files_not_imported"]) == (0, 4, 1)
+    assert summary["not_traced"] == {"build failed": 3, "trace failed": 1}
+    quiet = run_module("check", "--no-cache", "--jobs", "1", "optional.py", "guesses.py", cwd=tmp_path)
+    assert "Traced 0 of 3 models; static facts for 3 (2 build failed, 1 trace failed; see RL902/RL903); " \
+           "1 file not imported." in quiet.stdout
+    gate = run_module("check", "--no-cache", "--jobs", "1", "--ignore", "RL902", "optional.py", "guesses.py",
+                      cwd=tmp_path)
+    assert gate.returncode == 0, gate.stdout
+
+
+def test_a_factory_that_does_not_parse_is_a_usage_error(tmp_path):
+    write(tmp_path, SITUATIONS)
+    result = run_module("check", "--model", "factory.py:Wide(8", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "reslint: error: --model 'factory.py:Wide(8': EXPR does not parse: '(' was never closed\n"
+    write(tmp_path, {"pyproject.toml": '[[tool.reslint.models]]\nfactory = "factory.py:Wide(8))"\n'})
+    configured = run_module("check", "factory.py", cwd=tmp_path)
+    assert configured.returncode == 2 and configured.stderr.count("\n") == 1, configured.stderr
+    assert "tool.reslint.models[0].factory: 'factory.py:Wide(8))': EXPR does not parse: unmatched ')'" in configured.stderr

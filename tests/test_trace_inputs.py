@@ -101,3 +101,132 @@ def test_hf_models_get_input_ids_within_positions_and_use_cache_false():
     assert inputs.args == ()
     assert inputs.kwargs["input_ids"].shape == (2, 8) and inputs.kwargs["input_ids"].dtype == torch.int64
     assert inputs.kwargs["use_cache"] is False
+
+
+# ----- plain torch: the forward's other parameters ---------------------------------------------
+
+
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, padding_mask, lengths, attn_mask, memory, t, scale=2.0, cache=None):
+        return self.proj(x)
+
+
+def described(model) -> dict:
+    """{argument: (shape, dtype, fill)} of the inferred inputs; positional ones by index."""
+    inputs = infer_inputs(model, "cpu")
+    values = {**dict(enumerate(inputs.args)), **inputs.kwargs}
+    return {key: (tuple(value.shape), str(value.dtype).replace("torch.", "")) for key, value in values.items()}
+
+
+def test_the_forwards_required_parameters_are_filled_by_name():
+    model = Masked()
+    assert described(model) == {
+        0: ((2, 16, 8), "float32"),
+        "padding_mask": ((2, 16), "bool"),  # a mask: one flag a position
+        "lengths": ((2,), "int64"),  # lengths: the full sequence
+        "attn_mask": ((16, 16), "bool"),  # an attention mask: positions by positions
+        "memory": ((2, 16, 8), "float32"),  # another tensor: like the first
+        "t": ((2,), "int64"),  # a timestep a sample
+    }  # scale and cache keep their defaults
+    assert infer_inputs(model, "cpu").kwargs["lengths"].tolist() == [16, 16]
+    model(*infer_inputs(model, "cpu").args, **infer_inputs(model, "cpu").kwargs)
+
+
+def test_a_required_parameter_that_is_not_a_tensor_is_left_to_the_user():
+    class Configured(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x, depth: int):
+            return self.proj(x)
+
+    assert described(Configured()) == {0: ((2, 16, 8), "float32")}  # the failure then says "pass --inputs"
+
+
+def test_two_token_streams_for_an_encoder_decoder():
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(50, 8)
+
+        def forward(self, src, tgt):
+            return self.embed(src) + self.embed(tgt)
+
+    assert described(Seq2Seq()) == {0: ((2, 16), "int64"), "tgt": ((2, 16), "int64")}
+    inputs = infer_inputs(Seq2Seq(), "cpu")
+    assert int(inputs.kwargs["tgt"].max()) < 50
+
+
+# ----- transformers: what the model declares ---------------------------------------------------
+
+
+def hf_inputs(name: str, config_name: str, **config) -> dict:
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = getattr(transformers, name)(getattr(transformers, config_name)(**config))
+    inputs = infer_inputs(model, "meta")
+    assert inputs.args == ()
+    return {key: tuple(value.shape) for key, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)}
+
+
+SMALL = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+
+
+def test_images_of_the_configured_size_and_channels():
+    assert hf_inputs("ViTModel", "ViTConfig", image_size=224, patch_size=16, num_channels=4, **SMALL) == {
+        "pixel_values": (2, 4, 224, 224)}
+
+
+def test_raw_waveforms_for_audio_encoders():
+    assert hf_inputs("Wav2Vec2ConformerForCTC", "Wav2Vec2ConformerConfig", vocab_size=10, **SMALL) == {
+        "input_values": (2, 16000)}
+
+
+def test_log_mel_features_of_the_encoders_length():
+    shapes = hf_inputs("WhisperModel", "WhisperConfig", d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=2, decoder_attention_heads=2, num_mel_bins=40,
+                       max_source_positions=50, vocab_size=100, pad_token_id=0, bos_token_id=1,
+                       eos_token_id=2, decoder_start_token_id=1)
+    assert shapes == {"input_features": (2, 40, 100), "decoder_input_ids": (2, 16)}
+
+
+def test_video_frames_for_video_models():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.XCLIPConfig(text_config=dict(SMALL, vocab_size=100),
+                                      vision_config=dict(SMALL, image_size=32, patch_size=16, num_frames=3),
+                                      projection_dim=16, mit_hidden_size=32, mit_intermediate_size=64)
+    with torch.device("meta"):
+        model = transformers.XCLIPModel(config)
+    from reslint.trace.inputs import candidate_inputs, infer_candidates
+
+    candidates = [candidate_inputs(candidate, "meta") for candidate in infer_candidates(model)]
+    assert [{key: tuple(value.shape) for key, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)}
+            for inputs in candidates] == [
+        {"input_ids": (2, 16)},
+        {"input_ids": (2, 16), "pixel_values": (2, 3, 3, 32, 32)},  # (batch, frames, channels, height, width)
+    ]
+
+
+def test_heads_that_need_a_pad_token_get_one_sample_and_multiple_choice_gets_choices():
+    gpt2 = dict(n_embd=32, n_layer=1, n_head=2, vocab_size=100)
+    assert hf_inputs("GPT2ForSequenceClassification", "GPT2Config", **gpt2) == {"input_ids": (1, 16)}
+    assert hf_inputs("GPT2ForSequenceClassification", "GPT2Config", pad_token_id=0, **gpt2) == {"input_ids": (2, 16)}
+    assert hf_inputs("BertForMultipleChoice", "BertConfig", vocab_size=100, **SMALL) == {"input_ids": (2, 2, 16)}
+
+
+def test_frame_major_features_are_the_next_candidate():
+    transformers = pytest.importorskip("transformers")
+    from reslint.trace.inputs import candidate_inputs, infer_candidates
+
+    with torch.device("meta"):
+        model = transformers.Wav2Vec2BertModel(transformers.Wav2Vec2BertConfig(output_hidden_size=32, **SMALL))
+    candidates = [candidate_inputs(candidate, "meta") for candidate in infer_candidates(model)]
+    assert [tuple(inputs.kwargs["input_features"].shape) for inputs in candidates] == [
+        (2, 80, 64),  # (batch, mel bins, frames): Whisper's layout
+        (2, 64, 160),  # (batch, frames, features): what the feature projection of Wav2Vec2-BERT takes
+    ]

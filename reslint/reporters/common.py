@@ -21,6 +21,32 @@ def skipped_counts(skipped) -> dict[str, int]:
     return dict(sorted(Counter(entry.reason for entry in skipped).items()))
 
 
+def trace_kind(reason: str) -> str:
+    """The situation behind a model's static-only reason, for the summary's counts."""
+    if reason.startswith("build failed") or reason.startswith("building"):
+        return "build failed"
+    if "timed out" in reason:
+        return "timed out"
+    if reason.startswith(("importing", "not imported", "import")):
+        return "not imported"
+    if reason.startswith("cannot infer") or reason.startswith("cannot evaluate"):
+        return "no inputs"
+    if reason.startswith("reading the"):
+        return "graph not read"
+    return "trace failed"
+
+
+def trace_counts(traces) -> dict:
+    """traced N of M models, why the rest used static facts, and the files that could not be imported."""
+    models = [trace for trace in traces if trace.name]
+    return {
+        "models_traced": sum(trace.traced for trace in models),
+        "models_total": len(models),
+        "not_traced": dict(sorted(Counter(trace_kind(trace.reason) for trace in models if not trace.traced).items())),
+        "files_not_imported": sum(1 for trace in traces if not trace.name),
+    }
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 

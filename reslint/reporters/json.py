@@ -7,7 +7,7 @@ from typing import TextIO
 
 import reslint
 from reslint.catalog import RULES
-from reslint.reporters.common import counts_by_code, skipped_counts
+from reslint.reporters.common import counts_by_code, skipped_counts, trace_counts
 from reslint.reporters.escaping import valid_unicode
 from reslint.runner import Report
 from reslint.settings import Settings
@@ -27,7 +27,9 @@ def report_document(report: Report) -> dict:
             "infos": report.count("info"),
             "by_code": {code: count for code, count in sorted(counts_by_code(report.findings))},
             "skipped": skipped_counts(report.skipped),
+            **trace_counts(report.traces),
         },
+        "traces": [trace.to_dict() for trace in report.traces],
     }
 
 

@@ -8,7 +8,7 @@ from typing import TextIO
 from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, placement_label, stack_summary_line
 from reslint.prefilter import SKIP_REASON
-from reslint.reporters.common import counts_by_code, plural, skipped_counts
+from reslint.reporters.common import counts_by_code, plural, skipped_counts, trace_counts
 from reslint.reporters.escaping import terminal_safe
 from reslint.runner import Report
 from reslint.settings import Settings
@@ -60,6 +60,7 @@ def render_text(report: Report, settings: Settings, stream: TextIO, code_frames:
         lines.extend("  " + line for line in models)
     if lines:
         lines.append("")
+    lines.extend(trace_lines(report, settings.verbose))
     lines.extend(skipped_lines(report, settings.verbose))
     lines.append(summary_line(report, paint))
     lines.extend(fix_lines(report))
@@ -142,6 +143,25 @@ def model_lines(models: list[ModelSummary]) -> list[str]:
             lines.extend(f"    note: {note}" for note in model.notes)
             if model.warmup:
                 lines.append(f"    warmup: {model.warmup}")
+    return lines
+
+
+def trace_lines(report: Report, verbose: bool) -> list[str]:
+    """The full check's coverage: "Traced N of M models", and why the rest used the static facts."""
+    if not report.traces:
+        return []
+    counts = trace_counts(report.traces)
+    text = f"Traced {counts['models_traced']} of {plural(counts['models_total'], 'model')}"
+    untraced = counts["models_total"] - counts["models_traced"]
+    if untraced:
+        reasons = ", ".join(f"{count} {kind}" for kind, count in counts["not_traced"].items())
+        text += f"; static facts for {untraced} ({reasons}; see RL902/RL903)"
+    if counts["files_not_imported"]:
+        text += f"; {plural(counts['files_not_imported'], 'file')} not imported"
+    lines = [text + "."]
+    if verbose:
+        lines.extend(f"  {trace.path}:{trace.line}: {trace.name or '(the file)'}: {trace.reason}"
+                     for trace in report.traces if not trace.traced)
     return lines
 
 

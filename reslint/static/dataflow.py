@@ -917,7 +917,10 @@ class Evaluator:
             return self.new("call", inputs, where, scope, name=self.code(where.func))
         inputs = self._data_args(args, kwargs)
         if inputs:
-            return self.new("func", inputs, where, scope, name=self.code(where.func))
+            name = self.code(where.func)
+            # An attention kernel picked at run time (`attention_interface(self, q, k, v, mask)`): attention.
+            attention = len(inputs) >= 3 and any(word in name.lower() for word in ("attention", "attn"))
+            return self.new("func", inputs, where, scope, name=name, **({"attention": True} if attention else {}))
         return UNKNOWN_VALUE
 
     def _data_args(self, args, kwargs) -> list[Node]:

@@ -366,7 +366,7 @@ class StaticExtractor:
         if graph is not None:
             for node in graph.nodes:
                 if node.info.get("attention"):
-                    markers.append("attention (scaled_dot_product_attention)")
+                    markers.append(f"attention ({node.info.get('name') or 'scaled_dot_product_attention'})")
                 elif node.op == "act" and node.info.get("function") == "softmax" and any(
                         n.op == "matmul" for n in _near_ancestors(node, 4)):
                     markers.append("attention (softmax over q @ k)")

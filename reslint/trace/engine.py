@@ -2,7 +2,11 @@
 
 `trace_file` never raises for problems of the checked code: an import or build failure is an
 RL902 finding at the user's line, a model no tracer could capture an RL903 (or RL902 when the
-user's forward itself raised), a timeout an RL903; the static facts stand for those models.
+user's forward itself raised on inputs the user gave), a timeout an RL903; the static facts stand
+for those models. Where reslint's own guess failed (a discovered model, inferred inputs, a missing
+optional package, a time limit) the finding is `info`: reslint's limits never fail the gate. A
+factory the user named that raises, or a discovered model whose defaults crash in the checked
+file's own code (a bug in the model, not a wrong guess), is a `warning`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from reslint.settings import Settings
 from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
 
 DEFAULT_TIMEOUT = 60.0  # seconds per file (import, build and trace its models) when --timeout is not given
-MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|PreTrainedModel)\b", re.MULTILINE)
+# A forward, or a class whose base looks like a module or a transformers model (`LlamaForCausalLM`, `BertModel`).
+MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|(?<!Base)Model|For[A-Z]\w*)\b",
+                         re.MULTILINE)
 
 
 @dataclass
@@ -34,6 +40,13 @@ class TraceResult:
     notes: list[str] = field(default_factory=list)
     imported: bool = False
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
+    lines: dict[str, int] = field(default_factory=dict)  # model name -> its line, for every model it tried
+    import_failed: bool = False  # the file itself could not be imported: its models are unknown
+
+    def untraced(self, name: str, line: int, reason: str) -> None:
+        """A model reslint tried and could not trace: static facts stand for it."""
+        self.static_only[name] = reason
+        self.lines[name] = line
 
 
 def might_define_models(text: str) -> bool:
@@ -112,15 +125,24 @@ def trace_file(path: str, data: bytes | None, settings: Settings, source_path: s
             signal_off()  # the import is done; each model gets its own limit
             trace_module(module, path, real, settings, factories, timeout, deadline, result)
     except ImportFailed as error:
-        result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
-                                       path, error.line, 1, engine="trace"))
+        result.import_failed = True
+        # Importing is reslint's own step unless the user named a factory in this file.
+        severity = "" if factories else "info"
+        message = f"{error.message}{missing_package_hint(error.message)}; static findings are still reported"
+        result.findings.append(Finding("RL902", message, path, error.line, 1, engine="trace", severity=severity))
         result.notes.append("not imported: " + error.message)
     except TraceTimeout:
-        result.timed_out = True
+        result.timed_out = result.import_failed = True
         result.findings.append(Finding("RL902", f"importing the file timed out after {seconds_text(timeout)}; "
-                                       "static findings are still reported", path, 1, 1, engine="trace"))
+                                       "static findings are still reported", path, 1, 1, engine="trace",
+                                       severity="info"))
         result.notes.append(f"import timed out after {seconds_text(timeout)}")
     return result
+
+
+def missing_package_hint(message: str) -> str:
+    """` (an optional package is not installed)` for an import that failed on a missing module."""
+    return " (an optional package is not installed)" if re.search(r"\b(ModuleNotFoundError|ImportError)\b", message) else ""
 
 
 @contextlib.contextmanager
@@ -170,40 +192,50 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
             result.timed_out = True
             message = f"building {spec.name} timed out after {seconds_text(timeout)}; static facts were used"
             result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
-            result.static_only[spec.name] = f"timed out after {seconds_text(timeout)}"
+            result.untraced(spec.name, spec.line, f"timed out after {seconds_text(timeout)}")
     kept = outermost(built)
     inner = {type(sub) for item in built for name, sub in item.model.named_modules() if name}
     for spec, error in failed:
         if spec.origin == "discovered" and spec.cls in inner:
             continue  # a part of a model that was built: it is checked through that model
-        result.findings.append(Finding("RL902", f"{error.message}; static findings are still reported",
-                                       path, error.line, 1, symbol=spec.name, engine="trace"))
-        result.static_only[spec.name] = f"build failed ({error.message})"
+        if spec.origin == "factory":
+            message, severity = f"{error.message}; static findings are still reported", ""
+        elif error.crashed_here:
+            message = (f"{error.message}: building it from its defaults crashes in this file's own code, "
+                       "a bug unless those defaults are not meant to build; static findings are still reported")
+            severity = ""
+        else:
+            message = (f"{error.message} (reslint built it from its defaults{missing_package_hint(error.message)}; "
+                       "pass --model FILE:EXPR to build it yourself); static findings are still reported")
+            severity = "info"
+        result.findings.append(Finding("RL902", message, path, error.line, 1, symbol=spec.name, engine="trace",
+                                       severity=severity))
+        result.untraced(spec.name, spec.line, f"build failed ({error.message})")
     for item in kept:
         trace_one(item, module, path, real, timeout, deadline, result)
 
 
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
               result: TraceResult) -> None:
-    from reslint.trace.inputs import from_text, infer_inputs
+    from reslint.trace.inputs import candidate_inputs, from_text, infer_candidates
     from reslint.trace.models import evaluation_namespace, parameter_count
 
     spec, model = item.spec, item.model
     namespace = evaluation_namespace(module)
 
-    def make_inputs(target: Any, device: str):
+    def make_inputs(target: Any, device: str) -> list:
         if spec.inputs:
-            return from_text(spec.inputs, namespace, device)
-        return infer_inputs(target, device)
+            return [from_text(spec.inputs, namespace, device)]
+        return [candidate_inputs(candidate, device) for candidate in infer_candidates(target)]
 
-    def cpu_variant():
+    def cpu_variant(index: int = 0):
         import torch
 
         with torch.random.fork_rng():
             torch.manual_seed(0)
             target = spec.build()
         target.eval()
-        return target, make_inputs(target, "cpu")
+        return target, make_inputs(target, "cpu")[index]
 
     from reslint.isolation import report_stage
 
@@ -211,61 +243,78 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, dead
     small = parameter_count(model) <= _max_cpu_parameters()
     capture_one(model, lambda: make_inputs(model, item.device), name=spec.name, line=spec.line, path=path, real=real,
                 result=result, cpu_variant=cpu_variant if small else None, notes=item.notes,
-                deadline=deadline, timeout=timeout)
+                deadline=deadline, timeout=timeout, inferred=not spec.inputs)
 
 
 def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: int, path: str, real: str,
                 result: TraceResult, cpu_variant: Callable[[], tuple] | None = None, notes: Sequence[str] = (),
                 deadline: float | None = None, timeout: float | None = None, static_fallback: bool = True,
-                inputs_hint: str = "--inputs") -> None:
+                inputs_hint: str = "--inputs", inferred: bool = True) -> None:
     """Capture one built model into `result.captures`, or record why it could not be: an RL902 at the
-    user's line when their forward raised, else an RL903 at the class (`line`).
+    user's line when their forward raised on inputs they gave, else an RL903 (info) at the class (`line`),
+    or at the user's line when their forward raised on inputs reslint inferred.
 
     `path` is the display path, `real` the file whose frames count as the user's. With `deadline`
     (a `time.monotonic()` value; main thread only) making the inputs and capturing are limited to it.
+    `make_inputs` gives one `Inputs` or a list of candidates, tried in turn until one traces (a failure
+    reports the first); `cpu_variant(index)` rebuilds the model on CPU with candidate `index`'s inputs.
     `static_fallback`: the messages say that the static engine's facts stand for the model (a file's
-    check); `inputs_hint` is how the messages tell the user to pass inputs.
+    check); `inputs_hint` is how the messages tell the user to pass inputs; `inferred`: reslint
+    guessed the inputs, so a failure is its own limit, never the model's bug.
     """
     from reslint.trace.capture import capture_model, failure_location
     from reslint.trace.inputs import InputError
 
     used = "; static facts were used" if static_fallback else ""
     still = "; static findings are still reported" if static_fallback else ""
+    inputs = None
+
+    def untraced(code: str, message: str, at: int, reason: str) -> None:
+        result.findings.append(Finding(code, message, path, at, 1, symbol=name, engine="trace",
+                                       severity="info" if code == "RL903" else ""))
+        result.untraced(name, line, reason)
 
     try:
         with time_limit(seconds_left(deadline) if deadline is not None else None):
-            inputs = make_inputs()
-            capture, failures = capture_model(model, inputs, name=name, line=line, path=real, cpu_variant=cpu_variant)
+            made = make_inputs()
+            candidates = made if isinstance(made, list) else [made]
+            inputs, capture, failures = candidates[0], None, []
+            for index, candidate in enumerate(candidates):
+                variant = (lambda index=index: cpu_variant(index)) if cpu_variant is not None else None
+                found, tried = capture_model(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
+                failures = failures or tried
+                if found is not None and (capture is None or capture.shape_error is not None):
+                    capture = found
+                # A shape error on guessed inputs may be the guess's: another candidate may run cleanly.
+                if capture is not None and capture.shape_error is None:
+                    break
     except InputError as error:
-        result.findings.append(Finding("RL903", f"cannot trace {name}: {error}{used}",
-                                       path, line, 1, symbol=name, engine="trace"))
-        result.static_only[name] = str(error)
+        untraced("RL903", f"cannot trace {name}: {error}{used}", line, str(error))
         return
     except TraceTimeout:
         result.timed_out = True
         shown = seconds_text(timeout) if timeout is not None else "its limit"
-        result.findings.append(Finding(
-            "RL903", f"tracing {name} timed out after {shown}{used}",
-            path, line, 1, symbol=name, engine="trace"))
-        result.static_only[name] = f"timed out after {shown}"
+        untraced("RL903", f"tracing {name} timed out after {shown}{used}", line, f"timed out after {shown}")
         return
     if capture is not None:
         capture.notes[:0] = list(notes)
         capture.notes.append(f"inputs: {capture.inputs}")
         result.captures.append(capture)
+        result.lines[name] = line
         return
     first = failures[0]
     where_line, raised_here = failure_location(failures, real)
+    given = f"; reslint inferred the inputs {inputs.description}" if inferred and inputs is not None else ""
+    hint = f"; pass {inputs_hint}" if inferred else ""
     if raised_here and where_line is not None:
-        message = f"the forward of {name} raised {first.reason}{still}"
-        result.findings.append(Finding("RL902", message, path, where_line, 1, symbol=name, engine="trace"))
-    else:
-        tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
-        where = f" at {os.path.basename(real)}:{where_line}" if where_line is not None else ""
-        hint = f"; pass {inputs_hint}" if "argument" in first.reason and first.reason.startswith("TypeError") else ""
-        message = f"tracing {name} failed ({tried}){where}: {first.reason}{hint}{used}"
-        result.findings.append(Finding("RL903", message, path, line, 1, symbol=name, engine="trace"))
-    result.static_only[name] = f"tracing failed: {first.reason}"
+        code = "RL903" if inferred else "RL902"
+        message = f"the forward of {name} raised {first.reason}{given}{hint}{still}"
+        untraced(code, message, where_line, f"the forward raised {first.reason}")
+        return
+    tried = ", ".join(dict.fromkeys(failure.method for failure in failures))
+    where = f" at {os.path.basename(real)}:{where_line}" if where_line is not None else ""
+    message = f"tracing {name} failed ({tried}){where}: {first.reason}{given}{hint}{used}"
+    untraced("RL903", message, line, f"tracing failed: {first.reason}")
 
 
 def _max_cpu_parameters() -> int:

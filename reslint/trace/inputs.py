@@ -41,6 +41,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     high: int | None = None  # integer values lie in [0, high)
     name: str = ""  # keyword argument name, "" for positional
+    fill: int | None = None  # every value (lengths: the full sequence), instead of random ones
 
 
 @dataclass
@@ -71,6 +72,8 @@ def make_tensor(spec: TensorSpec, device: str) -> Any:
     if device == "meta":
         return torch.empty(spec.shape, dtype=dtype, device="meta")
     generator = torch.Generator().manual_seed(0)
+    if spec.fill is not None:
+        return torch.full(spec.shape, spec.fill, dtype=dtype)
     if dtype == torch.bool:
         return torch.ones(spec.shape, dtype=dtype)
     if dtype.is_floating_point:
@@ -137,27 +140,172 @@ def hf_config(model: Any) -> Any:
     return None
 
 
-def accepts(model: Any, name: str) -> bool:
+def forward_parameters(model: Any) -> dict:
     import inspect
 
     try:
-        parameters = inspect.signature(model.forward).parameters
+        return dict(inspect.signature(model.forward).parameters)
     except (TypeError, ValueError):
-        return False
+        return {}
+
+
+def accepts(model: Any, name: str) -> bool:
+    import inspect
+
+    parameters = forward_parameters(model)
     return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
-def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
-    """(tensor specs, extra keyword arguments, where they come from); raises InputError."""
-    from torch import nn
+Candidate = tuple  # (tensor specs, extra keyword arguments, where they come from)
 
-    config = hf_config(model)
-    if config is not None and getattr(model, "main_input_name", "input_ids") == "input_ids":
-        vocab = getattr(config, "vocab_size", None) or 100
-        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "speech_config", "encoder",
+               "vision_encoder_config", "backbone_config", "decoder_config", "decoder")
+
+
+def config_value(config: Any, *names: str) -> Any:
+    """The first of `names` set on the config or, failing that, on one of its sub-configs."""
+    for holder in (config, *(getattr(config, sub, None) for sub in SUB_CONFIGS)):
+        if holder is None or isinstance(holder, (str, int, float, bool)):
+            continue
+        for name in names:
+            value = getattr(holder, name, None)
+            if value is not None and not callable(value):
+                return value
+    return None
+
+
+def image_size(config: Any) -> tuple[int, int]:
+    size = config_value(config, "image_size", "img_size", "input_size")
+    if isinstance(size, dict):
+        size = (size.get("height"), size.get("width")) if "height" in size else size.get("shortest_edge")
+    if isinstance(size, (list, tuple)) and len(size) >= 2 and all(isinstance(item, int) for item in size[-2:]):
+        return int(size[-2]), int(size[-1])
+    if isinstance(size, int) and size > 0:
+        return size, size
+    return 224, 224
+
+
+def integer(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[TensorSpec] | None:
+    """The main input the model declares (`main_input_name`), sized from its config."""
+    if main in ("input_ids", "decoder_input_ids", "token_ids"):
+        vocab = integer(config_value(config, "vocab_size"), 100)
+        limit = config_value(config, "max_position_embeddings", "n_positions", "max_seq_len")
         seq = min(SEQ, limit) if isinstance(limit, int) and limit > 0 else SEQ
-        extra = {"use_cache": False} if accepts(model, "use_cache") else {}
-        return [TensorSpec("int64", (BATCH, seq), int(vocab), "input_ids")], extra, f"{type(model).__name__} input_ids"
+        if is_head(model, "ForMultipleChoice"):  # (batch, choices, sequence)
+            return [TensorSpec("int64", (batch, 2, seq), vocab, main)]
+        return [TensorSpec("int64", (batch, seq), vocab, main)]
+    if main in ("pixel_values", "pixel_values_videos", "images"):
+        channels = integer(config_value(config, "num_channels", "in_channels", "in_chans", "input_channels"), 3)
+        height, width = image_size(config)
+        frames = config_value(config, "num_frames")
+        if isinstance(frames, int) and frames > 0:  # video: (batch, frames, channels, height, width)
+            return [TensorSpec("float32", (batch, frames, channels, height, width), name=main)]
+        return [TensorSpec("float32", (batch, channels, height, width), name=main)]
+    if main == "input_values":  # raw waveforms: one second
+        rate = integer(config_value(config, "sampling_rate", "sample_rate"), 16000)
+        channels = config_value(config, "audio_channels")
+        shape = (batch, int(channels), rate) if isinstance(channels, int) and channels > 0 else (batch, rate)
+        return [TensorSpec("float32", shape, name=main)]
+    if main == "input_features":  # log-mel spectrograms
+        mels = integer(config_value(config, "num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels"), 80)
+        positions = config_value(config, "max_source_positions")
+        frames = 2 * positions if isinstance(positions, int) and 0 < positions <= 4096 else 64
+        return [TensorSpec("float32", (batch, mels, frames), name=main)]
+    if main == "inputs_embeds":
+        width = integer(config_value(config, "hidden_size", "d_model", "n_embd"), 32)
+        return [TensorSpec("float32", (batch, SEQ, width), name=main)]
+    return None
+
+
+def declared_dummy_inputs(model: Any) -> list[TensorSpec]:
+    """The class's own `dummy_inputs` (where it overrides the generic one), as specs it accepts."""
+    import torch
+
+    for klass in type(model).__mro__:
+        if "dummy_inputs" in vars(klass):
+            if klass.__module__.startswith("transformers.modeling_utils"):
+                return []
+            break
+    else:
+        return []
+    try:
+        values = model.dummy_inputs
+    except Exception:  # noqa: BLE001 - a property of the checked code
+        return []
+    if not isinstance(values, dict):
+        return []
+    specs = []
+    for key, value in values.items():
+        if isinstance(value, torch.Tensor) and accepts(model, key):
+            dtype = str(value.dtype).removeprefix("torch.")
+            high = int(value.max()) + 1 if not value.is_floating_point() and value.device.type != "meta" else None
+            specs.append(TensorSpec(dtype, tuple(value.shape), high, key))
+    return specs
+
+
+def is_head(model: Any, suffix: str) -> bool:
+    """Whether the model is (derived from) a transformers head class named `...{suffix}`."""
+    return any(klass.__name__.endswith(suffix) for klass in type(model).__mro__)
+
+
+def hf_candidates(model: Any, config: Any) -> list[Candidate]:
+    """Inputs for a transformers model, most faithful first: its declared dummy inputs, then its main
+    input sized from the config (with decoder inputs for an encoder-decoder, and the other inputs its
+    forward requires), then that main input with every other modality input it accepts."""
+    main = getattr(model, "main_input_name", "input_ids")
+    main = main[0] if isinstance(main, (list, tuple)) and main else main
+    name = type(model).__name__
+    # A classification head that pools at the last non-pad token needs a pad token for batches > 1.
+    batch = 1 if getattr(config, "pad_token_id", None) is None and is_head(model, "ForSequenceClassification") else BATCH
+    extra = {"use_cache": False} if accepts(model, "use_cache") else {}
+    candidates: list[Candidate] = []
+    dummy = declared_dummy_inputs(model)
+    if dummy:
+        candidates.append((dummy, extra, f"{name}.dummy_inputs"))
+    specs = hf_main_specs(model, config, main, batch) if isinstance(main, str) and accepts(model, main) else None
+    if specs is None:
+        return candidates
+    where = f"{name} {main}, sized from its config"
+    seq = SEQ
+    # Only a forward that names decoder inputs takes them (an encoder-only head's **kwargs would pass them on).
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in forward_parameters(model) \
+            and main != "decoder_input_ids":
+        vocab = integer(config_value(config, "vocab_size"), 100)
+        specs = [*specs, TensorSpec("int64", (batch, seq), vocab, "decoder_input_ids")]
+        where += ", with decoder_input_ids"
+    candidates.append((specs, extra, where))
+    if main == "input_features":  # some encoders take (batch, frames, features): Speech2Text, Wav2Vec2-BERT
+        width = integer(config_value(config, "feature_projection_input_dim", "input_feat_per_channel", "feature_size",
+                                     "num_mel_bins"), specs[0].shape[1])
+        frames = TensorSpec("float32", (batch, 64, width), name=main)
+        candidates.append(([frames, *specs[1:]], extra, f"{name} {main} as (batch, frames, features), sized from its config"))
+    others = [other for other in ("input_ids", "pixel_values", "input_values", "input_features")
+              if other != main and other in forward_parameters(model)]
+    if others:
+        more = [spec for other in others for spec in (hf_main_specs(model, config, other, batch) or [])]
+        candidates.append(([*specs, *more], extra, f"{where}, with {', '.join(others)}"))
+    return candidates
+
+
+def infer_candidates(model: Any) -> list[Candidate]:
+    """Every plausible set of inputs, the likeliest first; raises InputError when there is none."""
+    config = hf_config(model)
+    if config is not None:
+        candidates = hf_candidates(model, config)
+        if candidates:
+            return candidates
+    specs, extra, where = infer_specs(model)
+    return [(with_signature(model, specs), extra, where)]
+
+
+def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
+    """(tensor specs, extra keyword arguments, where they come from) of the model's first layer; raises
+    InputError."""
+    from torch import nn
 
     for name, module in model.named_modules():
         where = f"{type(module).__name__}" + (f" ({name})" if name else "")
@@ -202,10 +350,61 @@ def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
 
 
 def infer_inputs(model: Any, device: str) -> Inputs:
-    specs, extra, where = infer_specs(model)
+    return candidate_inputs(infer_candidates(model)[0], device)
+
+
+def candidate_inputs(candidate: Candidate, device: str) -> Inputs:
+    specs, extra, where = candidate
     inputs = from_specs(specs, device, extra)
     inputs.description = f"{inputs.description} (inferred from {where})"
     return inputs
+
+
+MASK_NAMES = ("mask",)
+SQUARE_MASK_NAMES = ("attn_mask", "src_mask", "tgt_mask", "causal_mask", "attention_bias")
+LENGTH_NAMES = ("length", "lengths", "lens", "seq_lens", "seq_len", "seqlens")
+TIME_NAMES = ("t", "timestep", "timesteps", "time", "step")
+
+
+def with_signature(model: Any, specs: list[TensorSpec]) -> list[TensorSpec]:
+    """`specs` (the first input) plus what the forward's other required parameters call for, by name
+    and annotation: masks, lengths, timesteps, and further tensors like the first."""
+    import inspect
+
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        inspect.Parameter.KEYWORD_ONLY)]
+    if len(specs) != 1 or len(parameters) < 2 or specs[0].name:
+        return specs
+    first = specs[0]
+    batch = first.shape[0] if first.shape else BATCH
+    seq = first.shape[1] if len(first.shape) >= 2 else SEQ
+    result = [first]
+    for parameter in parameters[1:]:
+        if parameter.default is not inspect.Parameter.empty:
+            continue
+        spec = parameter_spec(parameter, first, batch, seq)
+        if spec is None:
+            return specs  # a required argument we cannot make: the failure will say so
+        result.append(spec)
+    return result
+
+
+def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int) -> TensorSpec | None:
+    name = parameter.name.lower()
+    annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
+    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
+    if annotation in ("int", "float", "bool", "str"):
+        return None
+    if name in SQUARE_MASK_NAMES:
+        return TensorSpec("bool", (seq, seq), name=keyword)
+    if "mask" in name:
+        return TensorSpec("bool", (batch, seq), name=keyword)
+    if name in LENGTH_NAMES or name.endswith(("_lengths", "_lens")):
+        return TensorSpec("int64", (batch,), seq + 1, keyword, fill=seq)
+    if name in TIME_NAMES:
+        return TensorSpec("int64", (batch,), 100, keyword)
+    return TensorSpec(first.dtype, first.shape, first.high, keyword)
 
 
 def as_inputs(value: Any) -> Inputs:

@@ -47,10 +47,25 @@ class BuiltModel:
 
 
 class BuildFailed(Exception):
-    def __init__(self, line: int, message: str):
+    def __init__(self, line: int, message: str, crashed_here: bool = False):
         super().__init__(message)
         self.line = line
         self.message = message
+        self.crashed_here = crashed_here  # the checked file's own code crashed (not a raise, assert or import)
+
+
+def crashed_in(error: BaseException, path: str) -> bool:
+    """Whether `error` was raised by an operation of `path` itself: a crash in the checked code,
+    not its own `raise`/`assert` rejecting a configuration, a config field left None, or a missing package."""
+    import linecache
+
+    where = locate(error, path)
+    if where is None or not where.raised_here or isinstance(error, (ImportError, NotImplementedError)):
+        return False
+    if "NoneType" in str(error):  # a config field left None that this model needs set: a guess, not a bug
+        return False
+    statement = linecache.getline(path, where.line).strip()
+    return not statement.startswith(("raise", "assert"))
 
 
 def class_line(cls: type, path: str) -> int:
@@ -184,8 +199,19 @@ def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dic
             skipped[obj.__name__] = reason
             continue
         specs.append(ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj))
+    if any(is_hf_model(spec.cls) for spec in specs):
+        # A file of HF-style models: those are its models, every other module class is a part of them
+        # (one a default config does not use, e.g. a hybrid embedding, is not a model of its own).
+        for spec in specs:
+            if not is_hf_model(spec.cls):
+                skipped[spec.name] = "a part of the file's models (it has no config_class)"
+        specs = [spec for spec in specs if is_hf_model(spec.cls)]
     specs.sort(key=lambda spec: spec.line)
     return specs, skipped
+
+
+def is_hf_model(cls: type | None) -> bool:
+    return isinstance(getattr(cls, "config_class", None), type)
 
 
 def split_factory(spec: str) -> tuple[str, str]:
@@ -197,6 +223,17 @@ def split_factory(spec: str) -> tuple[str, str]:
     if not sep:
         return "", spec.strip()
     return target.strip(), expr.strip()
+
+
+def expression_problem(expr: str) -> str:
+    """Why a factory's EXPR is not a Python expression ("" when it is): a usage error, not a finding."""
+    try:
+        compile(expr, "<factory>", "eval")
+    except SyntaxError as error:
+        return f"EXPR does not parse: {error.msg}"
+    except ValueError as error:  # null bytes
+        return f"EXPR does not parse: {error}"
+    return ""
 
 
 def factory_matches(target: str, path: str, root: str) -> bool:
@@ -265,8 +302,8 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
             raise
         except BaseException as error:  # noqa: BLE001
             where = locate(error, path)
-            raise BuildFailed(where.line if where else spec.line,
-                              f"cannot build {spec.name}: {one_line(error)}") from None
+            raise BuildFailed(where.line if where else spec.line, f"cannot build {spec.name}: {one_line(error)}",
+                              crashed_in(error, path)) from None
     if not isinstance(model, torch.nn.Module):
         raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
     if spec.origin == "factory" and spec.cls is None:
