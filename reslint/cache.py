@@ -116,14 +116,15 @@ def reads_digest(paths: list[str]) -> str:
 
 
 class FileCache:
-    def __init__(self, root: str | os.PathLike, settings: Settings):
+    def __init__(self, root: str | os.PathLike, settings: Settings, section: str = "files"):
         self.root = os.fspath(root)
         self.directory = Path(root) / CACHE_DIR_NAME
         self.settings = settings
+        self.section = section  # "files": the checked files' results; "fixes": re-checks of candidate fixes
 
     def entry_path(self, display: str) -> Path:
         slot = slot_name(display, self.settings)
-        return self.directory / "files" / slot[:2] / f"{slot}.json"
+        return self.directory / self.section / slot[:2] / f"{slot}.json"
 
     def load(self, display: str, data: bytes, path: str) -> FileResult | None:
         """The stored result of the file `path` (shown as `display`) with these bytes, if still valid."""

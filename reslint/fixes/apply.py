@@ -204,7 +204,6 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
     """What the static engine reports for `text` as the file `display`, after suppressions and filters;
     `linked`: with the project stage's findings (RL301), for which the text is checked as a temporary
     sibling of the file, so that its imports resolve as the file's do."""
-    from reslint.analysis import analyze_file
     from reslint.suppression import filter_suppressed
 
     static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
@@ -215,8 +214,30 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
             absolute = os.path.abspath(display)
             report = check_sources([SourceFile(temporary, display, root_relative(absolute, settings.root))], static)
         return [finding for finding in report.findings if finding.path == display]
-    result = analyze_file(display, text.encode("utf-8"), static)
+    result = cached_analysis(display, text.encode("utf-8"), settings, static)
     return reported(display, filter_suppressed(result.findings, text), settings)
+
+
+def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings, source_path: str | None = None):
+    """The engines' result (`engine`'s settings) for `data` as the file `display`, from the result cache
+    when the check uses it: every run offers the same fixes, and a warm run must not analyse or trace
+    each fixable file again. A slot per text, so each candidate fix's text has its own entry; a traced
+    entry also follows the project modules the real file imports (`source_path` may be a temporary copy)."""
+    from reslint.analysis import analyze_file
+
+    if not settings.cache:
+        return analyze_file(display, data, engine, source_path=source_path)
+    from reslint.cache import FileCache, digest_of
+
+    cache = FileCache(settings.root, dataclasses.replace(engine, cache=True), section="fixes")
+    slot = f"{display}\0fix-check\0{digest_of(data)}"
+    real_path = os.path.abspath(display)
+    result = cache.load(slot, data, real_path)
+    if result is None:
+        result = analyze_file(display, data, engine, source_path=source_path)
+        if result.cacheable:
+            cache.store(slot, data, real_path, result)
+    return result
 
 
 @contextlib.contextmanager
@@ -278,11 +299,10 @@ def refuse(fixed_file: FileFix, reason: str) -> bool:
 
 
 def traced(display: str, path: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
-    from reslint.analysis import analyze_file
     from reslint.suppression import filter_suppressed
 
     full = dataclasses.replace(settings, static=False, cache=False)
-    result = analyze_file(display, text.encode("utf-8"), full, source_path=path)
+    result = cached_analysis(display, text.encode("utf-8"), settings, full, source_path=path)
     return reported(display, filter_suppressed(result.findings, text), settings), result.models
 
 
