@@ -311,10 +311,10 @@ def test_internal_error_in_one_file_exits_2_with_one_line(project, monkeypatch, 
 
     real = reslint.analysis.analyze_file
 
-    def explode_on_bn(path, data, settings):
+    def explode_on_bn(path, data, settings, source_path=None):
         if path == "bn.py":
             raise RuntimeError("engine bug")
-        return real(path, data, settings)
+        return real(path, data, settings, source_path)
 
     monkeypatch.setattr(reslint.analysis, "analyze_file", explode_on_bn)
     monkeypatch.chdir(project)

@@ -75,7 +75,7 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         linked = any(finding.code in LINKED for finding in wanted)
         try:
             base = recheck(display, text, settings, linked)
-        except OSError:
+        except Exception:  # noqa: BLE001 - a file the re-check cannot analyse offers no fix; its findings stand
             continue
         fixes = {}
         for finding in wanted:
