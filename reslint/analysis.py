@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import dataclasses
 import gc
 import os
@@ -64,12 +65,13 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     return result
 
 
+SUBCLASSED_MODEL = re.compile(r"^[ \t]*class\s+\w+\s*\([^)]*?\b\w*(?:Model|For[A-Z]\w*)\b", re.MULTILINE)
+
+
 def subclasses_a_model(text: str) -> bool:
     """A class derived from an imported model (`class Tiny(LlamaForCausalLM)`), which the static engine
     cannot see as a module but the trace engine can build."""
-    from reslint.trace.engine import might_define_models
-
-    return might_define_models(text)
+    return SUBCLASSED_MODEL.search(text) is not None
 
 
 @contextlib.contextmanager

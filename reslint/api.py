@@ -161,7 +161,7 @@ def check(
             report = check_sources(discovery.sources, settings, progress=progress)
             if source is not None:
                 report.texts[source.display] = stdin
-            if fixes and source is None:  # text read from stdin is never fixed
+            if fixes and source is None and report.findings:  # text read from stdin is never fixed
                 from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
 
                 report.findings = with_fixes(report.findings, settings, report.models)

@@ -463,7 +463,7 @@ def test_one_finding_per_path_line_and_code_and_models_sorted(tmp_path, monkeypa
     import reslint.analysis
     from reslint.findings import FileResult, Finding, ModelSummary
 
-    def stand_in(path, data, settings):
+    def stand_in(path, data, settings, source_path=None):
         return FileResult(path, [
             Finding("RL101", "from the trace engine", path, 3, 9, engine="trace"),
             Finding("RL101", "from the static engine", path, 3, 5),

@@ -335,7 +335,8 @@ def test_control_and_bidi_characters_never_reach_the_text_output_raw(sandbox):
     assert not any(line.startswith(("::", "All checks passed!")) for line in lines)
     assert not any(char in result.stdout for char in "\r\x1b\x07\u202e")
     assert "\\x1b[2J" in result.stdout and "\\u202e" in result.stdout and "evil\\x0a::error" in result.stdout
-    assert lines[-1] == "Found 2 findings (0 errors, 0 warnings, 2 infos) in 2 files."
+    assert lines[-2:] == ["Found 2 findings (0 errors, 0 warnings, 2 infos) in 2 files.",
+                          "[*] 0 fixable with --fix (2 more with --unsafe-fixes)."]
 
 
 def test_a_file_name_that_is_not_utf8_keeps_sarif_and_json_valid(sandbox):

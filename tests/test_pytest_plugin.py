@@ -126,7 +126,7 @@ def test_reslint_option_checks_each_collected_file(pytester: pytest.Pytester) ->
         "*_ bad_model.py::RESLINT _*",
         "reslint: 1 finding at or above warning (fail-on)",
         "",
-        literal(RL103_LINE) + "*",
+        literal(RL103_LINE.replace("[warning] ", "[warning] [unsafe fix] ")) + "*",
         "",
         "Models:",
         literal("  bad_model.py:27: TinyLM: 6 blocks (self.blocks: Block), Pre-LN, final norm no [static]"),

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import click
 
-from reslint.fixes.apply import plan, with_fixes, write
 from reslint.reporters.common import plural
 from reslint.runner import Report
 
@@ -31,6 +30,8 @@ def fix_report(report: Report, options: FixOptions, check_again: Callable[[], Re
     settings = report.settings
     if not options.rewrites:
         return report, None
+    from reslint.fixes.apply import plan, with_fixes, write  # libcst: only when something is to be fixed
+
     planned = plan(report.findings, settings, options.unsafe, report.models)
     for fixed_file in planned:
         if fixed_file.refused:
