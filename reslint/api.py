@@ -434,9 +434,11 @@ def check_model_spec(spec: str) -> None:
         raise UsageError("expected FILE_OR_MODULE:EXPR, e.g. model.py:GPT()", option="models", value=spec)
     if target.endswith((".py", ".pyi")) and not os.path.isfile(target):
         raise UsageError(f"file not found: {target}", option="models", value=spec)
-    problem = syntax_problem(expr)
+    from reslint.trace.models import expression_problem
+
+    problem = expression_problem(expr)
     if problem:
-        raise UsageError(f"EXPR is not a Python expression: {problem}", option="models", value=spec)
+        raise UsageError(problem, option="models", value=spec)
 
 
 def check_inputs_spec(spec: str) -> None:

@@ -327,8 +327,8 @@ def test_a_factory_that_does_not_parse_is_a_usage_error(tmp_path):
     write(tmp_path, SITUATIONS)
     result = run_module("check", "--model", "factory.py:Wide(8", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == "reslint: error: --model 'factory.py:Wide(8': EXPR does not parse: '(' was never closed\n"
+    assert result.stderr == "reslint: error: --model 'factory.py:Wide(8': EXPR is not a Python expression: '(' was never closed\n"
     write(tmp_path, {"pyproject.toml": '[[tool.reslint.models]]\nfactory = "factory.py:Wide(8))"\n'})
     configured = run_module("check", "factory.py", cwd=tmp_path)
     assert configured.returncode == 2 and configured.stderr.count("\n") == 1, configured.stderr
-    assert "tool.reslint.models[0].factory: 'factory.py:Wide(8))': EXPR does not parse: unmatched ')'" in configured.stderr
+    assert "tool.reslint.models[0].factory: 'factory.py:Wide(8))': EXPR is not a Python expression: unmatched ')'" in configured.stderr

@@ -230,9 +230,9 @@ def expression_problem(expr: str) -> str:
     try:
         compile(expr, "<factory>", "eval")
     except SyntaxError as error:
-        return f"EXPR does not parse: {error.msg}"
+        return f"EXPR is not a Python expression: {error.msg}"
     except ValueError as error:  # null bytes
-        return f"EXPR does not parse: {error}"
+        return f"EXPR is not a Python expression: {error}"
     return ""
 
 
