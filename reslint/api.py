@@ -444,6 +444,7 @@ def check_model_spec(spec: str) -> None:
 def check_inputs_spec(spec: str) -> None:
     """`inputs` is a shape spec or a Python expression: a typo such as `long[2,64` is neither."""
     from reslint.trace.inputs import parse_shape_spec
+    from reslint.trace.models import syntax_problem
 
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError(f"expected a shape spec (long[2,64]<50257) or an expression, got {spec!r}", option="inputs")
@@ -451,19 +452,6 @@ def check_inputs_spec(spec: str) -> None:
     if problem:
         raise UsageError(f"neither a shape spec such as long[2,64]<50257 nor a Python expression: {problem}",
                          option="inputs", value=spec)
-
-
-def syntax_problem(expr: str) -> str | None:
-    """Why `expr` does not parse as one Python expression, or None when it does."""
-    import ast
-
-    try:
-        ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as error:
-        return error.msg
-    except ValueError as error:  # a NUL byte
-        return str(error)
-    return None
 
 
 def globs_argument(globs: str | Iterable[str] | None) -> tuple[str, ...] | None:

@@ -85,8 +85,7 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
                 module = fixer(finding.code)
                 fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, checked[0]))
         if fixes and not settings.static:
-            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
-                      [model for model in models if model.path == display])
+            before = traced_before(findings, models, display)
             if not still_traces(fix_file(display, text, settings, unsafe=True, linked=linked), settings, before):
                 fixes = {}
         offered.update(fixes)
@@ -111,8 +110,7 @@ def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: 
             planned.append(FileFix(display, os.path.abspath(display), text, text, refused=f"cannot check the fixes: {error}"))
             continue
         if fixed_file.fixed and not settings.static:
-            before = ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
-                      [model for model in models if model.path == display])
+            before = traced_before(findings, models, display)
             still_traces(fixed_file, settings, before)
         if fixed_file.fixed or fixed_file.refused:
             planned.append(fixed_file)
@@ -285,6 +283,12 @@ def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | No
         return refuse(fixed_file, "the traced re-check of the fixed file "
                       + (f"reports {', '.join(added)}" if added else "does not match the static one"))
     return True
+
+
+def traced_before(findings: list[Finding], models, display: str) -> tuple[list[Finding], list[ModelSummary]]:
+    """What the check already traced for `display`: its findings (less the project stage's) and models."""
+    return ([finding for finding in findings if finding.path == display and finding.code not in LINKED],
+            [model for model in models if model.path == display])
 
 
 def before_notes(models, name: str) -> tuple[str, ...]:

@@ -225,15 +225,21 @@ def split_factory(spec: str) -> tuple[str, str]:
     return target.strip(), expr.strip()
 
 
+def syntax_problem(expr: str) -> str | None:
+    """Why `expr` does not parse as one Python expression, or None when it does."""
+    try:
+        compile(expr.strip(), "<expression>", "eval")
+    except SyntaxError as error:
+        return error.msg
+    except ValueError as error:  # null bytes
+        return str(error)
+    return None
+
+
 def expression_problem(expr: str) -> str:
     """Why a factory's EXPR is not a Python expression ("" when it is): a usage error, not a finding."""
-    try:
-        compile(expr, "<factory>", "eval")
-    except SyntaxError as error:
-        return f"EXPR is not a Python expression: {error.msg}"
-    except ValueError as error:  # null bytes
-        return f"EXPR is not a Python expression: {error}"
-    return ""
+    problem = syntax_problem(expr)
+    return f"EXPR is not a Python expression: {problem}" if problem else ""
 
 
 def factory_matches(target: str, path: str, root: str) -> bool:
