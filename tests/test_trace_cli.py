@@ -94,6 +94,17 @@ def test_model_factory_inputs_and_timeout(tmp_path):
     assert found[("RL903", 18)] == "building Slow timed out after 4 s; static facts were used"
 
 
+def test_inputs_the_model_cannot_take_are_a_warning_not_a_pass(tmp_path):
+    # width 16 built, width 999 given: the user's own inputs do not run, so nothing was checked by tracing
+    write(tmp_path, {"net.py": FACTORY})
+    result = run_module("check", "--no-cache", "--model", "net.py:Net(16)", "--inputs", "float[2,5,999]", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("net.py:14:1: RL902 [warning] the forward of Net raised RuntimeError: ")
+    assert first.endswith("at layers_0 on the inputs given (float[2,5,999]); fix --inputs; static findings are still reported")
+    assert "Traced 0 of 1 model" in result.stdout
+
+
 def test_bad_model_spec_is_a_usage_error(tmp_path):
     write(tmp_path, {"net.py": FACTORY})
     result = run_module("check", "--model", "no-colon", cwd=tmp_path)

@@ -296,6 +296,14 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
         shown = seconds_text(timeout) if timeout is not None else "its limit"
         untraced("RL903", f"tracing {name} timed out after {shown}{used}", line, f"timed out after {shown}")
         return
+    if capture is not None and capture.shape_error is not None and not inferred:
+        # The user's own inputs do not run through their model: a usage problem to fix, not a fact to trust.
+        node, reason = capture.shape_error
+        where_line, _ = failure_location(failures, real)
+        message = (f"the forward of {name} raised {reason} at {node} on the inputs given "
+                   f"({capture.inputs}); fix {inputs_hint}{still}")
+        untraced("RL902", message, where_line or line, f"the forward raised {reason} on the given inputs")
+        return
     if capture is not None:
         capture.notes[:0] = list(notes)
         capture.notes.append(f"inputs: {capture.inputs}")
