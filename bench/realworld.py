@@ -339,13 +339,13 @@ def rule_lines(result: Tally, modes: list[str]) -> list[str]:
 # ----- running reslint ------------------------------------------------------------------------
 
 def source_revision() -> str:
-    """reslint's commit and a hash of its uncommitted changes: kept full-check lines of another revision are not reused."""
+    """reslint's source tree and a hash of its uncommitted changes: kept full-check lines of another revision are not reused."""
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
         return done.stdout if done.returncode == 0 else ""
-    head = git("rev-parse", "HEAD").strip() or "unknown"
+    tree = git("rev-parse", "HEAD:reslint").strip() or "unknown"  # the reslint/ tree: commits to bench/ keep it
     dirty = git("diff", "HEAD", "--", "reslint")
-    return head[:12] + ("+" + hashlib.sha256(dirty.encode()).hexdigest()[:8] if dirty else "")
+    return tree[:12] + ("+" + hashlib.sha256(dirty.encode()).hexdigest()[:8] if dirty else "")
 
 
 def run_static(package: Package, site: Path, files: list[str], jobs: int) -> dict:
@@ -416,8 +416,13 @@ class PackageRun:
     documents: dict[str, dict] = field(default_factory=dict)  # mode -> the kept document
 
 
-def load_or_run(args: argparse.Namespace, package: Package, site: Path | None, mode: str, revision: str) -> dict:
+def load_or_run(args: argparse.Namespace, package: Package, site: Path | None, mode: str, revision: str,
+                imports: str) -> dict:
     kept = args.results / f"{package.name}.{mode}.json{'l' if mode == 'full' else ''}"
+    if mode == "full" and imports not in ("ok", "not measured") and not (args.reuse and kept.exists()):
+        # every file would fail the same import (a minute each); not kept, so a repaired environment runs them
+        why = f"not run: `import {package.module}` fails in reslint's environment: {imports}"
+        return {"files": {path: {"failure": why} for path in package.targets}, "seconds": 0.0}
     if args.reuse:
         if not kept.exists():
             raise BadInput(f"--reuse: no kept results at {kept}; run without --reuse first")
@@ -437,19 +442,22 @@ def load_or_run(args: argparse.Namespace, package: Package, site: Path | None, m
 
 def coverage_lines(runs: list[PackageRun]) -> tuple[list[str], dict[str, Coverage]]:
     per_package: dict[str, Coverage] = {}
-    lines = ["| package | imports | models | built | traced |", "|---|---|---:|---:|---:|"]
+    lines = ["| package | imports | files imported | models | built | traced |", "|---|---|---:|---:|---:|---:|"]
     for run in runs:
         if "full" not in run.documents:
             continue
         coverage = trace_coverage(run.documents["full"])
         per_package[run.package.name] = coverage
-        lines.append(f"| {run.package.name} | {run.imports} | {coverage.total} | {coverage.built} | "
+        results = run.documents["full"]["files"].values()
+        imported = sum(1 for result in results if "failure" not in result and not any(
+            finding["code"] == "RL902" and finding["message"].startswith("importing") for finding in result.get("findings", ())))
+        lines.append(f"| {run.package.name} | {run.imports} | {imported}/{len(results)} | {coverage.total} | {coverage.built} | "
                      f"{fraction(coverage.traced, coverage.total)} |")
     every = [coverage for coverage in per_package.values()]
     importable = [per_package[run.package.name] for run in runs if run.package.name in per_package and run.imports == "ok"]
     for label, group in (("all packages", every), ("packages whose dependencies import", importable)):
         total, traced, built = (sum(getattr(item, name) for item in group) for name in ("total", "traced", "built"))
-        lines.append(f"| **{label}** | | **{total}** | **{built}** | **{fraction(traced, total)}** |")
+        lines.append(f"| **{label}** | | | **{total}** | **{built}** | **{fraction(traced, total)}** |")
     return lines, per_package
 
 
@@ -537,10 +545,11 @@ def main(argv: list[str] | None = None) -> int:
                 statuses[package.name] = import_status(package, site)
             run = PackageRun(package, statuses.get(package.name, "not measured"))
             for mode in modes:
-                document = load_or_run(args, package, site, mode, revision)
+                document = load_or_run(args, package, site, mode, revision, run.imports)
                 run.documents[mode] = document
                 findings += findings_of(mode, package.name, document)
-                files = document["checked"] if mode == "static" else list(document["files"])
+                files = document["checked"] if mode == "static" else [  # a file not run is neither found nor missed
+                    path for path, result in document["files"].items() if not result.get("failure", "").startswith("not run")]
                 covered[mode] |= {(package.name, file) for file in files}
             runs.append(run)
         status_file.write_text(json.dumps(statuses, indent=1), encoding="utf-8")

@@ -161,7 +161,7 @@ def test_the_cli_recounts_kept_results_writes_the_table_and_exits_by_the_verdict
     done = run_bench(tmp_path, results, judged, "--write", "--output", str(output))
     assert done.returncode == 0, done.stderr
     assert "| RL201 | static | 1/1 (100 %) | 1/1 (100 %) | 0 | 0 | 0 |" in done.stdout
-    assert "| conformer | not measured | 2 | 1 | 1/2 (50 %) |" in done.stdout
+    assert "| conformer | not measured | 1/1 | 2 | 1 | 1/2 (50 %) |" in done.stdout
     assert "- conformer: 1 × build failed: TypeError" in done.stdout
     written = output.read_text()
     assert realworld.BEGIN_MARK in written and "| RL201 | full | 1/1 (100 %) |" in written
@@ -176,3 +176,16 @@ def test_the_cli_recounts_kept_results_writes_the_table_and_exits_by_the_verdict
 
     done = run_bench(tmp_path, tmp_path / "nowhere", judged)
     assert done.returncode == 2 and "--reuse: no kept results" in done.stderr
+
+
+def test_a_package_that_does_not_import_is_not_run_in_full_mode_and_says_why(tmp_path):
+    finding = {"code": "RL201", "severity": "warning", "message": "BatchNorm", "path": "conformer/conformer.py", "line": 165}
+    results = kept_results(tmp_path, [finding])
+    (results / "conformer.full.jsonl").unlink()
+    (results / "imports.json").write_text(json.dumps({"conformer": "ModuleNotFoundError: No module named 'einops'"}))
+    done = run_bench(tmp_path, results, "conformer,conformer/conformer.py,165,RL201,defect,BatchNorm1d\n")
+    assert done.returncode == 0, done.stderr
+    assert "| conformer | ModuleNotFoundError: No module named 'einops' | 0/1 | 0 | 0 | n/a |" in done.stdout
+    assert ("- conformer: no result for conformer/conformer.py: not run: `import conformer` fails in reslint's "
+            "environment: ModuleNotFoundError: No module named 'einops'") in done.stdout
+    assert "| RL201 | full | n/a | n/a | 0 | 0 | 0 |" in done.stdout  # a file not run is neither found nor missed
