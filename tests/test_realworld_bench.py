@@ -189,3 +189,11 @@ def test_a_package_that_does_not_import_is_not_run_in_full_mode_and_says_why(tmp
     assert ("- conformer: no result for conformer/conformer.py: not run: `import conformer` fails in reslint's "
             "environment: ModuleNotFoundError: No module named 'einops'") in done.stdout
     assert "| RL201 | full | n/a | n/a | 0 | 0 | 0 |" in done.stdout  # a file not run is neither found nor missed
+
+
+def test_the_table_also_counts_without_the_info_rule():
+    result = tally(FINDINGS, read_verdicts(VERDICTS), COVERED)
+    assert result.recall(None, "static", leave_out=("RL101",)) == (1, 2)
+    assert result.precision(None, "static", leave_out=("RL101",)) == (1, 2)
+    assert "| **all but RL101 (info)** | **static** | **1/2 (50 %)** | **1/2 (50 %)** | 0 | 0 | 1 |" in realworld.rule_lines(
+        result, ["static"])
