@@ -10,8 +10,8 @@ Run from the repository root with the Python that has reslint installed (the wor
     python bench/realworld.py --write            # also replace the table in BENCHMARKS.md
 
 The packages live in their own virtual environment, bench/.peers/realworld (git-ignored; `--setup`
-creates it with pinned versions, torch constrained to 2.13.0 and `--no-deps` where a package's
-dependencies would pull another torch). Their source is never copied into this repository. reslint
+creates it: torch 2.13.0, then the measured versions of bench/realworld-requirements.txt with
+`--no-deps`, so nothing pulls another torch). Their source is never copied into this repository. reslint
 runs as the CLI runs (`reslint check [--static] --output-format json`), with this Python and the
 side environment's site-packages appended to PYTHONPATH, from that site-packages folder, so paths
 read `x_transformers/x_transformers.py`. Static mode is one run per package over its TARGETS (model
@@ -54,6 +54,7 @@ from precision import Coverage, percent, reslint_command, run_json, trace_covera
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV = REPO_ROOT / "bench" / ".peers" / "realworld"
 VERDICTS = REPO_ROOT / "bench" / "verdicts" / "realworld.csv"
+REQUIREMENTS = REPO_ROOT / "bench" / "realworld-requirements.txt"
 RESULTS = REPO_ROOT / "bench" / ".realworld"
 MODES = ("static", "full")
 FINDING_KINDS = ("true", "false", "by-design", "unsure")
@@ -71,7 +72,6 @@ class Package:
     version: str
     module: str  # imported to tell whether its dependencies installed
     targets: tuple[str, ...]  # files and folders relative to site-packages: model modules and training code
-    no_deps: bool = False  # installed with --no-deps (its requirements would pull another torch or do not build)
 
 
 PACKAGES = (
@@ -97,25 +97,24 @@ PACKAGES = (
                                                     "speechbrain/lobes/models/transformer/Branchformer.py",
                                                     "speechbrain/lobes/models/Tacotron2.py",
                                                     "speechbrain/lobes/models/conv_tasnet.py",
-                                                    "speechbrain/nnet/normalization.py"), no_deps=True),
+                                                    "speechbrain/nnet/normalization.py")),
     Package("openai-whisper", "20250625", "whisper", ("whisper/model.py",)),
     Package("timm", "1.0.31", "timm", tuple(f"timm/models/{name}.py" for name in (
         "vision_transformer", "swin_transformer", "swin_transformer_v2_cr", "gcvit", "hiera", "nest", "nextvit", "cait",
-        "beit", "eva", "convnext")) + ("timm/layers/norm.py", "timm/layers/ml_decoder.py"), no_deps=True),
+        "beit", "eva", "convnext")) + ("timm/layers/norm.py", "timm/layers/ml_decoder.py")),
     Package("fairseq", "0.12.2", "fairseq", (
         "fairseq/modules/transformer_layer.py", "fairseq/models/transformer/transformer_encoder.py",
         "fairseq/models/transformer/transformer_decoder.py", "fairseq/modules/transformer_sentence_encoder.py",
         "fairseq/modules/conformer_layer.py", "fairseq/modules/base_layer.py", "fairseq/modules/layer_norm.py",
         "fairseq/models/wav2vec/wav2vec2.py", "fairseq/models/text_to_speech/tacotron2.py",
-        "fairseq/models/text_to_speech/tts_transformer.py", "fairseq/models/speech_to_text/s2t_transformer.py"),
-        no_deps=True),
+        "fairseq/models/text_to_speech/tts_transformer.py", "fairseq/models/speech_to_text/s2t_transformer.py")),
     Package("espnet", "202511", "espnet2", (
         "espnet/nets/pytorch_backend/transformer/encoder.py", "espnet/nets/pytorch_backend/transformer/encoder_layer.py",
         "espnet/nets/pytorch_backend/transformer/decoder.py", "espnet/nets/pytorch_backend/transformer/layer_norm.py",
         "espnet/nets/pytorch_backend/conformer/encoder_layer.py", "espnet/nets/pytorch_backend/conformer/convolution.py",
         "espnet/nets/pytorch_backend/tacotron2/cbhg.py", "espnet2/asr/encoder/conformer_encoder.py",
         "espnet2/asr/encoder/transformer_encoder.py", "espnet2/enh/separator/tfgridnet_separator.py",
-        "espnet2/enh/layers/swin_transformer.py"), no_deps=True),
+        "espnet2/enh/layers/swin_transformer.py")),
 )
 
 
@@ -133,23 +132,15 @@ def site_packages(venv: Path = VENV) -> Path:
 
 
 def setup_commands(venv: Path, wheels: Path = Path("/opt/wheels")) -> list[list[str]]:
-    """The commands that create the side environment: pinned versions, torch held at 2.13.0 (from the
-    local wheels when present), and the --no-deps packages after their siblings' dependencies."""
+    """The commands that create the side environment: torch 2.13.0 first (from the local wheels when
+    present), then every other package at the version measured (bench/realworld-requirements.txt,
+    a pip freeze) with --no-deps, so no package can pull another torch or re-resolve a version."""
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     local = ["--find-links", str(wheels)] if wheels.is_dir() else []
-    constraint = venv / "constraints.txt"
-    held = ["--constraint", str(constraint)]
-    with_deps = [f"{package.name}=={package.version}" for package in PACKAGES if not package.no_deps]
-    without = [f"{package.name}=={package.version}" for package in PACKAGES if package.no_deps]
     return [
         [sys.executable, "-m", "venv", str(venv)],
-        ["sh", "-c", f"echo '{TORCH}' > '{constraint}'"],
         [*pip, *local, TORCH],
-        [*pip, *local, *held, *with_deps],
-        [*pip, *local, *held, "--no-deps", *without],
-        # what the --no-deps packages import at module level, torch still held
-        [*pip, *local, *held, "einops", "hydra-core", "omegaconf", "bitarray", "sacrebleu", "hyperpyyaml", "sentencepiece",
-         "typeguard", "humanfriendly", "configargparse", "packaging", "pyyaml", "scipy", "huggingface_hub", "safetensors"],
+        [*pip, "--no-deps", "--requirement", str(REQUIREMENTS)],
     ]
 
 

@@ -123,13 +123,16 @@ def test_every_target_of_the_package_list_is_named_once_and_twelve_packages_are_
         assert all(not target.startswith("/") and ".." not in target for target in package.targets)
 
 
-def test_setup_holds_torch_at_the_pinned_version_in_every_install(tmp_path):
+def test_setup_installs_torch_first_and_every_other_package_pinned_without_dependencies(tmp_path):
     commands = realworld.setup_commands(tmp_path / "venv", wheels=tmp_path / "no-wheels")
     installs = [command for command in commands if "install" in command]
-    assert installs[0][-1] == "torch==2.13.0"
-    assert all("--constraint" in command for command in installs[1:])
-    no_deps = next(command for command in installs if "--no-deps" in command)
-    assert "fairseq==0.12.2" in no_deps and "x-transformers==2.31.10" not in no_deps
+    assert [command[-1] for command in installs] == ["torch==2.13.0", str(realworld.REQUIREMENTS)]
+    assert "--no-deps" in installs[1] and "--no-deps" not in installs[0]
+    pins = dict(line.split("==", 1) for line in realworld.REQUIREMENTS.read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert "torch" not in pins
+    for package in realworld.PACKAGES:
+        assert pins[package.name] == package.version
 
 
 def kept_results(tmp_path, findings):
