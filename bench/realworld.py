@@ -28,7 +28,7 @@ package,file,line,code,kind,reason, where file is relative to site-packages, lin
   true / false / by-design / unsure   the verdict on a finding reslint reported (true counts as a defect).
 Precision per rule = true / (true + false); by-design and unsure findings are shown, not counted.
 RL90x findings (syntax, build and trace failures) are not judged: they make the trace share.
-Exit 1 when a finding is unjudged, 2 on bad input; else 0.
+Exit 1 when a finding is unjudged or a static run crashed, 2 on bad input; else 0.
 """
 
 from __future__ import annotations
@@ -347,8 +347,7 @@ def run_static(package: Package, site: Path, files: list[str], jobs: int) -> dic
     start = time.perf_counter()
     command = reslint_command("--static", "--jobs", str(jobs), *package.targets)
     document = run_json_in(command, site, None)
-    if "failure" in document:
-        raise BadInput(f"{package.name}: static run failed: {document['failure']}")
+    document.setdefault("findings", [])  # a run that crashed finds nothing: its defects count as missed
     document.update(checked=files, seconds=time.perf_counter() - start)
     return document
 
@@ -465,6 +464,9 @@ def report(result: Tally, runs: list[PackageRun], modes: list[str], header: list
             for why, models in sorted(coverage.why.items(), key=lambda item: (-len(item[1]), item[0])):
                 lines.append(f"- {name}: {len(models)} × {why}")
             lines += [f"- {name}: no result for {path}: {why}" for path, why in coverage.failed_files]
+    crashed = [(run.package.name, document["failure"]) for run in runs for mode, document in run.documents.items()
+               if mode == "static" and "failure" in document]
+    lines += [f"- STATIC RUN FAILED for {name}: {why}" for name, why in crashed]
     lines += ["", f"MISSED defects: {len(result.missed)}"]
     lines += [f"- [{mode}] {row.package} {row.where} {row.code}: {row.reason}" for mode, row in result.missed]
     lines += ["", f"FALSE alarms (judged false, or a silent pattern broken): {len(result.false_alarms)}"]
@@ -570,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_section(args.output, markdown_section(result, runs, modes, header), BEGIN_MARK, END_MARK,
                       "## Recall and precision on third-party model code (bench/realworld.py)")
-    return 1 if result.failed else 0
+    crashed = any("failure" in run.documents.get("static", {}) for run in runs)
+    return 1 if result.failed or crashed else 0
 
 
 if __name__ == "__main__":

@@ -200,3 +200,13 @@ def test_the_table_also_counts_without_the_info_rule():
     assert result.precision(None, "static", leave_out=("RL101",)) == (1, 2)
     assert "| **all but RL101 (info)** | **static** | **1/2 (50 %)** | **1/2 (50 %)** | 0 | 0 | 1 |" in realworld.rule_lines(
         result, ["static"])
+
+
+def test_a_static_run_that_crashed_is_reported_its_defects_missed_and_the_exit_is_1(tmp_path):
+    results = kept_results(tmp_path, [])
+    (results / "conformer.static.json").write_text(json.dumps(
+        {"failure": "reslint exited 1: Traceback", "findings": [], "checked": ["conformer/conformer.py"], "seconds": 1.0}))
+    done = run_bench(tmp_path, results, "conformer,conformer/conformer.py,165,RL201,defect,BatchNorm1d\n", "--mode", "static")
+    assert done.returncode == 1
+    assert "- STATIC RUN FAILED for conformer: reslint exited 1: Traceback" in done.stdout
+    assert "- [static] conformer conformer/conformer.py:165 RL201: BatchNorm1d" in done.stdout
