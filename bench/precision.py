@@ -189,9 +189,9 @@ def selected(paths: list[str], only: list[str] | None) -> list[str]:
     return [path for path in paths if not only or any(part in path for part in only)]
 
 
-def run_json(command: list[str], cwd: Path, timeout: float | None) -> dict:
-    """One reslint run: its JSON document, or {"failure": why} when it did not give one."""
-    env = dict(os.environ, NO_COLOR="1")
+def run_json(command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None) -> dict:
+    """One reslint run (in `env`, default this process's environment): its JSON document, or {"failure": why}."""
+    env = dict(env if env is not None else os.environ, NO_COLOR="1")
     try:
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -42,8 +42,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -346,26 +348,16 @@ def source_revision() -> str:
 def run_static(package: Package, site: Path, files: list[str], jobs: int) -> dict:
     start = time.perf_counter()
     command = reslint_command("--static", "--jobs", str(jobs), *package.targets)
-    document = run_json_in(command, site, None)
+    document = run_json(command, site, None, reslint_environment(site))
     document.setdefault("findings", [])  # a run that crashed finds nothing: its defects count as missed
     document.update(checked=files, seconds=time.perf_counter() - start)
     return document
 
 
-def run_json_in(command: list[str], site: Path, timeout: float | None) -> dict:
-    saved = dict(os.environ)
-    os.environ.update(reslint_environment(site))
-    try:
-        return run_json(command, site, timeout)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def run_full(package: Package, site: Path, files: list[str], timeout: float, kept: Path, revision: str,
-             fresh: bool, log) -> dict:
-    """`reslint check` of each file in its own process; each result is appended to `kept` as it comes,
-    and the results of the same revision already there are reused."""
+             fresh: bool, jobs: int, log) -> dict:
+    """`reslint check` of each file in its own process, `jobs` at a time; each result is appended to
+    `kept` as it comes, and the results of the same revision already there are reused."""
     done: dict[str, dict] = {}
     if kept.exists() and not fresh:
         for line in kept.read_text(encoding="utf-8").splitlines():
@@ -377,17 +369,21 @@ def run_full(package: Package, site: Path, files: list[str], timeout: float, kep
                 done[record["path"]] = record["result"]
     else:
         kept.write_text("", encoding="utf-8")
-    for path in files:
-        if path in done:
-            continue
+    lock = threading.Lock()
+    environment = reslint_environment(site)
+
+    def one(path: str) -> None:
         began = time.perf_counter()
         command = reslint_command("--jobs", "1", "--timeout", f"{timeout:g}", path)
-        document = run_json_in(command, site, timeout * 3 + 120)
+        document = run_json(command, site, timeout * 3 + 120, environment)
         document["seconds"] = time.perf_counter() - began
         log(f"realworld: full {path}: {document['seconds']:.0f} s{' (' + document['failure'] + ')' if 'failure' in document else ''}")
-        with kept.open("a", encoding="utf-8") as stream:
+        with lock, kept.open("a", encoding="utf-8") as stream:
             stream.write(json.dumps({"revision": revision, "path": path, "result": document}) + "\n")
-        done[path] = document
+            done[path] = document
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, [path for path in files if path not in done]))
     return {"files": {path: done[path] for path in files}, "seconds": sum(done[path].get("seconds", 0) for path in files)}
 
 
@@ -431,7 +427,7 @@ def load_or_run(args: argparse.Namespace, package: Package, site: Path | None, m
         document = run_static(package, site, files, args.jobs)
         kept.write_text(json.dumps(document, indent=1), encoding="utf-8")
         return document
-    return run_full(package, site, files, args.timeout, kept, revision, args.fresh, log)
+    return run_full(package, site, files, args.timeout, kept, revision, args.fresh, args.jobs, log)
 
 
 def coverage_lines(runs: list[PackageRun]) -> tuple[list[str], dict[str, Coverage]]:
@@ -497,7 +493,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--setup", action="store_true", help="create the side environment bench/.peers/realworld and stop")
     parser.add_argument("--mode", choices=("static", "full", "both"), default="both", help="which check to run (default: both)")
     parser.add_argument("--only", action="append", metavar="TEXT", help="only packages whose name contains TEXT (repeatable)")
-    parser.add_argument("--jobs", type=int, default=1, help="reslint --jobs in static mode (default: 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="static: reslint's --jobs; full: files checked at once (default: 1)")
     parser.add_argument("--timeout", type=float, default=120.0, help="reslint's --timeout per file in the full check (default: 120)")
     parser.add_argument("--verdicts", type=Path, default=VERDICTS, help="the verdict file (default: bench/verdicts/realworld.csv)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where results are kept (default: bench/.realworld/)")

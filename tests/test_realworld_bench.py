@@ -210,3 +210,39 @@ def test_a_static_run_that_crashed_is_reported_its_defects_missed_and_the_exit_i
     assert done.returncode == 1
     assert "- STATIC RUN FAILED for conformer: reslint exited 1: Traceback" in done.stdout
     assert "- [static] conformer conformer/conformer.py:165 RL201: BatchNorm1d" in done.stdout
+
+
+TINY_PACKAGE = '''\
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.norm(x + self.ff(x))
+'''
+
+
+def test_the_full_check_runs_each_file_once_and_resumes_from_the_kept_lines(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "tiny").mkdir(parents=True)
+    (site / "tiny" / "__init__.py").write_text("")
+    (site / "tiny" / "blocks.py").write_text(TINY_PACKAGE)
+    package = realworld.Package("tiny", "1.0", "tiny", ("tiny/blocks.py",))
+    kept = tmp_path / "tiny.full.jsonl"
+    logged: list[str] = []
+    document = realworld.run_full(package, site, ["tiny/blocks.py"], 60, kept, "rev1", False, 1, logged.append)
+    result = document["files"]["tiny/blocks.py"]
+    assert "failure" not in result, result
+    assert [(finding["line"], finding["code"]) for finding in result["findings"]] == [(11, "RL101")]
+    assert [model["engine"] != "static" for model in result["models"]] == [True]  # built and traced
+    assert len(logged) == 1 and len(kept.read_text().splitlines()) == 1
+
+    again = realworld.run_full(package, site, ["tiny/blocks.py"], 60, kept, "rev1", False, 1, logged.append)
+    assert len(logged) == 1 and again["files"] == document["files"]  # resumed: no second run
+    realworld.run_full(package, site, ["tiny/blocks.py"], 60, kept, "rev2", False, 1, logged.append)
+    assert len(logged) == 2  # another reslint revision runs again
