@@ -46,6 +46,7 @@ FINDINGS = [
     seen("static", 80, "RL101", "info"),
     seen("static", 100, "RL501"),  # no row: unjudged
     seen("full", 1, "RL902", "info"),  # build failures are coverage, not judged
+    seen("full", 2, "RL902", "warning"),  # unless they fail the gate: no row, unjudged
     # line 30 RL201 is not reported in either mode: missed twice
 ]
 COVERED = {"static": {("pkg", "pkg/model.py")}, "full": {("pkg", "pkg/model.py")}}
@@ -61,11 +62,12 @@ def test_findings_are_matched_to_rows_and_counted_per_rule_and_mode():
         ("RL101", "static", "by-design"): 1,
         ("RL101", "static", "true"): 1,
         ("RL501", "static", "unjudged"): 1,
+        ("RL902", "full", "unjudged"): 1,
     }
     assert [(mode, row.first, row.code) for mode, row in result.missed] == [
         ("full", 30, "RL201"), ("full", 80, "RL101"), ("static", 30, "RL201")]
     assert [(item.line, row.kind) for item, row in result.false_alarms] == [(45, "silent"), (60, "false")]
-    assert [(item.line, item.code) for item in result.unjudged] == [(100, "RL501")]
+    assert [(item.line, item.code) for item in result.unjudged] == [(100, "RL501"), (2, "RL902")]
     assert [(mode, row.first, row.kind) for mode, row in result.gone] == [
         ("full", 60, "false"), ("full", 70, "by-design"), ("full", 90, "unsure"), ("static", 90, "unsure")]
     assert result.failed
