@@ -256,6 +256,8 @@ class Tally:
     false_alarms: list[tuple[Seen, Row]] = field(default_factory=list)  # judged false, or a silent row broken
     unjudged: list[Seen] = field(default_factory=list)
     gone: list[tuple[str, Row]] = field(default_factory=list)  # (mode, false/by-design/unsure row) no longer reported
+    silent: Counter = field(default_factory=Counter)  # mode -> must-stay-silent rows in checked files
+    silent_broken: Counter = field(default_factory=Counter)  # mode -> of those, rows a finding broke
 
     @property
     def failed(self) -> bool:
@@ -309,7 +311,10 @@ def tally(findings: list[Seen], rows: list[Row], covered: dict[str, set[tuple[st
                     result.found[(row.code, mode)] += 1
                 else:
                     result.missed.append((mode, row))
-            elif row.kind != "silent" and (mode, row) not in matched:
+            elif row.kind == "silent":
+                result.silent[mode] += 1
+                result.silent_broken[mode] += (mode, row) in matched
+            elif (mode, row) not in matched:
                 result.gone.append((mode, row))
     return result
 
@@ -331,6 +336,8 @@ def rule_lines(result: Tally, modes: list[str]) -> list[str]:
                          f"{style}{fraction(*result.precision(code, mode, leave_out))}{style} | "
                          + " | ".join(str(sum(result.counts[(each, mode, kind)] for each in counted))
                                       for kind in ("by-design", "unsure", "unjudged")) + " |")
+    lines += ["", "Correct patterns that must stay silent, held: " + "; ".join(
+        f"{mode} {fraction(result.silent[mode] - result.silent_broken[mode], result.silent[mode])}" for mode in modes) + "."]
     return lines
 
 

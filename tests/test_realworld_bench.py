@@ -248,3 +248,11 @@ def test_the_full_check_runs_each_file_once_and_resumes_from_the_kept_lines(tmp_
     assert len(logged) == 1 and again["files"] == document["files"]  # resumed: no second run
     realworld.run_full(package, site, ["tiny/blocks.py"], 60, kept, "rev2", False, 1, logged.append)
     assert len(logged) == 2  # another reslint revision runs again
+
+
+def test_must_stay_silent_rows_are_counted_held_or_broken_per_mode():
+    result = tally(FINDINGS, read_verdicts(VERDICTS), COVERED)
+    assert (result.silent["static"], result.silent_broken["static"]) == (1, 1)
+    assert (result.silent["full"], result.silent_broken["full"]) == (1, 0)
+    assert "Correct patterns that must stay silent, held: static 0/1 (0 %); full 1/1 (100 %)." in realworld.rule_lines(
+        result, ["static", "full"])
