@@ -287,7 +287,8 @@ def reason_group(note: str) -> tuple[bool, str]:
     """(whether the model was built, a short reason shared by models that failed alike)."""
     reason = note.removeprefix("static only: ")
     # the file's one time budget ran out while building (or tracing) the model named first
-    built = not reason.startswith(("build failed", "not built", "not imported", "import", "building", "timed out"))
+    built = not reason.startswith(("build failed", "not built", "not imported", "import", "building", "timed out",
+                                   "its constructor needs"))
     exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*|SymNode))\b", reason)
     if "timed out" in reason:
         short = "time budget spent " + ("building" if reason.startswith(("building", "timed out")) else "tracing")

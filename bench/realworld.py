@@ -467,7 +467,9 @@ def report(result: Tally, runs: list[PackageRun], modes: list[str], header: list
         for name, coverage in per_package.items():
             for why, models in sorted(coverage.why.items(), key=lambda item: (-len(item[1]), item[0])):
                 lines.append(f"- {name}: {len(models)} × {why}")
-            lines += [f"- {name}: no result for {path}: {why}" for path, why in coverage.failed_files]
+            not_run = {why for _, why in coverage.failed_files if why.startswith("not run")}
+            lines += [f"- {name}: {len(coverage.failed_files)} files {why}" for why in sorted(not_run)]
+            lines += [f"- {name}: no result for {path}: {why}" for path, why in coverage.failed_files if why not in not_run]
     crashed = [(run.package.name, document["failure"]) for run in runs for mode, document in run.documents.items()
                if mode == "static" and "failure" in document]
     lines += [f"- STATIC RUN FAILED for {name}: {why}" for name, why in crashed]

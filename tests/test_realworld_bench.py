@@ -191,7 +191,7 @@ def test_a_package_that_does_not_import_is_not_run_in_full_mode_and_says_why(tmp
     done = run_bench(tmp_path, results, "conformer,conformer/conformer.py,165,RL201,defect,BatchNorm1d\n")
     assert done.returncode == 0, done.stderr
     assert "| conformer | ModuleNotFoundError: No module named 'einops' | 0/1 | 0 | 0 | n/a |" in done.stdout
-    assert ("- conformer: no result for conformer/conformer.py: not run: `import conformer` fails in reslint's "
+    assert ("- conformer: 1 files not run: `import conformer` fails in reslint's "
             "environment: ModuleNotFoundError: No module named 'einops'") in done.stdout
     assert "| RL201 | full | n/a | n/a | 0 | 0 | 0 |" in done.stdout  # a file not run is neither found nor missed
 
