@@ -189,9 +189,9 @@ def selected(paths: list[str], only: list[str] | None) -> list[str]:
     return [path for path in paths if not only or any(part in path for part in only)]
 
 
-def run_json(command: list[str], cwd: Path, timeout: float | None) -> dict:
-    """One reslint run: its JSON document, or {"failure": why} when it did not give one."""
-    env = dict(os.environ, NO_COLOR="1")
+def run_json(command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None) -> dict:
+    """One reslint run (in `env`, default this process's environment): its JSON document, or {"failure": why}."""
+    env = dict(env if env is not None else os.environ, NO_COLOR="1")
     try:
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -287,7 +287,8 @@ def reason_group(note: str) -> tuple[bool, str]:
     """(whether the model was built, a short reason shared by models that failed alike)."""
     reason = note.removeprefix("static only: ")
     # the file's one time budget ran out while building (or tracing) the model named first
-    built = not reason.startswith(("build failed", "not built", "not imported", "import", "building", "timed out"))
+    built = not reason.startswith(("build failed", "not built", "not imported", "import", "building", "timed out",
+                                   "its constructor needs"))
     exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*|SymNode))\b", reason)
     if "timed out" in reason:
         short = "time budget spent " + ("building" if reason.startswith(("building", "timed out")) else "tracing")
