@@ -16,6 +16,7 @@ warmup present: reslint reports only what it can show.
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from reslint.project_facts import (
@@ -70,19 +71,26 @@ STEP_LIKE = re.compile(r"step|iter|epoch|update|^(it|t|i|n)$")
 INC, DEC, CONST, UNKNOWN, RAMP = "increasing", "decreasing", "constant", "unknown", "ramp"
 
 
-def extract_training(text: str) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
-    """Model references, optimizer sites and schedules of one file (all empty for non-training code)."""
+def extract_training(text: str, path: str | None = None, root: str | None = None,
+                     reads: list[str] | None = None) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
+    """Model references, optimizer sites and schedules of one file (all empty for non-training code).
+
+    With the file's `path`, values the code takes from YAML/JSON/Hydra configs are read (`warmup_steps`
+    in a YAML); the configs read are appended to `reads`.
+    """
     if not TRAINING_VOCABULARY.search(text):
         return [], [], []
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [], [], []
-    reader = TrainingReader(tree)
+    reader = TrainingReader(tree, path, root)
     try:
         reader.read()
     except RecursionError:
         return [], [], []
+    if reads is not None:
+        reads.extend(read for read in reader.config_reads if read not in reads)
     return reader.model_refs, reader.optimizer_sites(), reader.whole_schedules()
 
 
@@ -108,6 +116,10 @@ class Scope:
             target = statement.targets[0]
             if isinstance(target, (ast.Name, ast.Attribute)):
                 self.values[ast.unparse(target)] = statement.value
+        elif isinstance(statement, (ast.With, ast.AsyncWith)):
+            for item in statement.items:
+                if isinstance(item.optional_vars, ast.Name):
+                    self.values[item.optional_vars.id] = item.context_expr
         elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
             self.values[ast.unparse(statement.target)] = statement.value
         for child in ast.iter_child_nodes(statement):
@@ -124,8 +136,12 @@ class Scope:
 
 
 class TrainingReader:
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, path: str | None = None, root: str | None = None):
         self.tree = tree
+        self.path = path
+        self.root = root
+        self.config_reads: list[str] = []
+        self._values = None  # construction_sites' evaluator over this file, made when a config value is needed
         self.aliases: dict[str, str] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.parents: dict[ast.AST, ast.AST] = {}
@@ -376,6 +392,10 @@ class TrainingReader:
             return (WARMUP_YES if default > 0 else WARMUP_NO), f"{name} not set (default {default:g})"
         value = self.number(node, scope)
         if value is None:
+            value, config = self.config_number(node, scope)
+            if value is not None:
+                return (WARMUP_YES if value > 0 else WARMUP_NO), f"{name}={value:g} ({config})"
+        if value is None:
             return WARMUP_UNKNOWN, f"{name}={ast.unparse(node)} not resolved statically"
         if value > 0:
             return WARMUP_YES, f"{name}={value:g}"
@@ -531,6 +551,28 @@ class TrainingReader:
         if node is None:
             return default
         return fold_number(self.resolve(node, scope), lambda n: self.resolve(n, scope))
+
+    def config_number(self, node: ast.expr, scope: Scope) -> tuple[float | None, str]:
+        """A number the code takes from a YAML/JSON/Hydra config file, and that file's name (None, "")."""
+        if self.path is None or not isinstance(node, (ast.Subscript, ast.Attribute, ast.Call, ast.Name)):
+            return None, ""
+        from reslint.discovery import display_path
+        from reslint.static.config_files import CONFIG_SUFFIXES
+        from reslint.static.construction_sites import Evaluator, FileReader, Finder, Unevaluable
+
+        if self._values is None:
+            finder = Finder(self.path, self.root or ".", set(), set(), local_only=True)
+            self._values = FileReader(os.path.abspath(self.path), self.tree, finder)
+        evaluator = Evaluator(self._values)
+        try:
+            value = evaluator.value(node, scope.node)
+        except (Unevaluable, RecursionError):
+            return None, ""
+        configs = sorted(read for read in evaluator.reads if read.endswith(CONFIG_SUFFIXES))
+        if not configs or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, ""
+        self.config_reads.extend(read for read in configs if read not in self.config_reads)
+        return float(value), ", ".join(display_path(read) for read in configs)
 
     def _literal_string(self, node: ast.expr | None, scope: Scope) -> str | None:
         node = self.resolve(node, scope)
