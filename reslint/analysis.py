@@ -294,13 +294,15 @@ def file_links(facts, text: str, path: str | None = None, root: str | None = Non
                reads: list[str] | None = None) -> FileLinks:
     """What the file offers to and asks of other files: Post-LN classes, class uses, training code.
     Training configs read for it are appended to `reads`."""
-    from reslint.static.training import extract_training
+    from reslint.static.training import extract_training, factory_returns
 
     model_refs, optimizers, schedules = extract_training(text, path, root, reads)
+    class_uses = {**{name: list(uses) for name, uses in factory_returns(text).items()},
+                  **{cls: list(uses) for cls, uses in facts.class_uses.items()}}
     return FileLinks(
         post_ln_blocks=[PostLNBlock(cls, add.span.line, add.span.column, f"`{add.builtin}` in `{cls}`" if add.builtin else "")
                         for cls, add in facts.post_ln_blocks.items()],
-        class_uses={cls: list(uses) for cls, uses in facts.class_uses.items()},
+        class_uses=class_uses,
         imports=dict(facts.class_imports),
         model_refs=model_refs if optimizers else [],
         optimizers=optimizers,

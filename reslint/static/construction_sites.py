@@ -330,7 +330,7 @@ class FileReader:
     def site(self, class_name: str, call: ast.Call) -> Site:
         evaluator = Evaluator(self)
         try:
-            args, keywords = evaluator.arguments(call, self.scope_of(call))
+            args, keywords = evaluator.arguments(call, self.scope_of(call), site=True)
             shrunk, depth = shrink(keywords)
             expr = render_call(class_name, args, keywords)
         except Unevaluable as error:
@@ -365,7 +365,18 @@ class Evaluator:
             raise Unevaluable("it is built through too many steps to follow")
         return Evaluator(reader, self.depth + 1, self.reads)
 
-    def arguments(self, call: ast.Call, scope: ast.AST) -> tuple[list, dict]:
+    def arguments(self, call: ast.Call, scope: ast.AST, site: bool = False) -> tuple[list, dict]:
+        """A call's positional and keyword values; at a `site`, an unreadable one is named in the reason."""
+        if site:
+            try:
+                return self.arguments(call, scope)
+            except Unevaluable as error:
+                for node in [*call.args, *(item.value for item in call.keywords)]:
+                    try:
+                        self.value(node.value if isinstance(node, ast.Starred) else node, scope)
+                    except Unevaluable:
+                        raise Unevaluable(f"`{ast.unparse(node)}`: {error}") from None
+                raise
         args: list = []
         keywords: dict = {}
         for arg in call.args:
@@ -506,7 +517,11 @@ class Evaluator:
             if name in other.functions or name in other.classes:
                 return Reference(other, name)
             return self.other(other).name(ast.Name(id=name, ctx=ast.Load()), other.tree, line=None)
-        raise Unevaluable(f"`{local}` comes from `{module or '.'}`, outside what reslint reads")
+        if not level and name:
+            raise Unevaluable(f"`{local}` comes from the package `{module}`, whose code reslint does not run")
+        if not level:
+            raise Unevaluable(f"`{local}` is the module `{module}`, whose code reslint does not run")
+        raise Unevaluable(f"`{local}` comes from `{'.' * level}{module}`, which reslint does not find")
 
     def attribute(self, node: ast.Attribute, scope: ast.AST):
         base = self.value(node.value, scope)

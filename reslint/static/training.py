@@ -69,6 +69,55 @@ SCHEDULE_LIKE = re.compile(r"sched|warmup", re.I)
 STEP_LIKE = re.compile(r"step|iter|epoch|update|^(it|t|i|n)$")
 
 INC, DEC, CONST, UNKNOWN, RAMP = "increasing", "decreasing", "constant", "unknown", "ramp"
+# Packages whose functions are no model factories of the checked project.
+LIBRARY_ROOTS = frozenset({"torch", "transformers", "numpy", "np", "os", "sys", "math", "random", "json", "yaml",
+                           "argparse", "logging", "time", "datasets", "accelerate", "deepspeed", "hydra", "omegaconf",
+                           "lightning", "pytorch_lightning", "timm", "functools", "itertools", "pathlib", "wandb"})
+FACTORY_RETURN = re.compile(r"\breturn\s+(?:[\w.]*\b[A-Z]\w*\(|\w*model\s*$)", re.MULTILINE)
+
+
+def factory_returns(text: str) -> dict[str, list[str]]:
+    """Module-level functions that return a class they build (`def build_model(args): return Model(...)`,
+    or `model = Model(...); return model`) -> the dotted names of those classes, imports resolved."""
+    if not FACTORY_RETURN.search(text):
+        return {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    aliases: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = base + alias.name if base.endswith(".") or not base \
+                    else f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
+                    alias.name.split(".")[0]
+    factories: dict[str, list[str]] = {}
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        assigned = {target.id: statement.value for statement in ast.walk(function)
+                    if isinstance(statement, ast.Assign) for target in statement.targets if isinstance(target, ast.Name)}
+        built = []
+        for statement in ast.walk(function):
+            if not isinstance(statement, ast.Return) or statement.value is None:
+                continue
+            value = statement.value
+            if isinstance(value, ast.Name):
+                value = assigned.get(value.id)
+            if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
+                dotted = ast.unparse(value.func)
+                head, _, rest = dotted.partition(".")
+                dotted = aliases.get(head, head) + (f".{rest}" if rest else "")
+                if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built:
+                    built.append(dotted)
+        if built:
+            factories[function.name] = built
+    return factories
 
 
 def extract_training(text: str, path: str | None = None, root: str | None = None,
@@ -250,6 +299,18 @@ class TrainingReader:
                                                detail=f"`{last}()` is not resolved statically", scope=scope.name))
             elif last[:1].isupper():
                 self._model_ref(call, name, last, scope)
+            elif self._factory_call(call, name):
+                # `model = build_model(args)`: the project links it to the classes the factory returns.
+                self.model_refs.append(ModelRef(name, call.lineno, call.col_offset + 1, scope=scope.name))
+
+    def _factory_call(self, call: ast.Call, name: str) -> bool:
+        """A call of the project's own function whose result the training code keeps: a model factory
+        when that function returns a model (see `factory_returns`)."""
+        if not isinstance(self.parents.get(call), ast.Assign) or not isinstance(call.func, ast.Name):
+            return False
+        if call.func.id in self.functions:
+            return True
+        return call.func.id in self.aliases and not name.split(".")[0] in LIBRARY_ROOTS
 
     def _model_ref(self, call: ast.Call, name: str, last: str, scope: Scope) -> None:
         where = (call.lineno, call.col_offset + 1)

@@ -267,7 +267,7 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
     where = f"{display_path(usable.path)}:{usable.line}"
     notes = (f"built from {where}: {usable.expr}",)
     if usable.shrunk:
-        notes += (f"traced with {usable.shrunk} layers; its stacks have the {usable.depth} the site asks for",)
+        notes += (f"traced shallower, {usable.shrunk}; its stacks report the site's depth, {usable.depth}",)
     return ModelSpec(cls.__name__, line, lambda: eval(usable.expr, namespace), cls=cls, origin="site", site=where,
                      reads=reads, notes=notes, depth=usable.depth)
 
