@@ -243,3 +243,10 @@ def test_text_summary_names_the_site():
                          cwd=REPO_ROOT)
     assert "fixtures/discovery/main_block/encoder.py:23: Encoder: 12 blocks (self.blocks: PreLNBlock), Pre-LN, " \
            "final norm yes [traced (export), built from fixtures/discovery/main_block/encoder.py:36]" in result.stdout
+
+
+def test_a_class_imported_through_its_package(tmp_path):
+    write(tmp_path, {"pyproject.toml": "[project]\nname = 'x'\n", "nets/__init__.py": "from .model import Net\n",
+                     "nets/model.py": MODEL, "scripts/train.py": "from nets import Net\n\nmodel = Net(12, depth=2)\n"})
+    finder = Finder(str(tmp_path / "nets" / "model.py"), str(tmp_path), MODEL_NAMES, MODULE_CLASSES)
+    assert [(site.line, site.expr) for site in construction_sites("Net", finder)] == [(3, "Net(12, depth=2)")]

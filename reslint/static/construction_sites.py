@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,9 +155,14 @@ class Finder:
         self.files: list[str] | None = None
         self.texts: dict[str, str] = {}
 
-    def mentioning(self, name: str) -> list[str]:
+    def mentioning(self, name: str, defining: str) -> list[str]:
+        """The files that may call `name` of the file `defining`: the text calls it and, outside that file,
+        names the module (or its package) an import would name."""
         if self.files is None:
             self.files = project_files(self.top)
+        called = re.compile(rf"\b{re.escape(name)}\s*\(")
+        module = Path(defining)
+        hints = (module.parent.name,) if module.stem == "__init__" else (module.stem, module.parent.name)
         found = []
         for path in self.files:
             if path not in self.texts:
@@ -165,7 +171,8 @@ class Finder:
                         Path(path).read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     self.texts[path] = ""
-            if name in self.texts[path]:
+            text = self.texts[path]
+            if name in text and called.search(text) and (path == defining or any(hint in text for hint in hints)):
                 found.append(path)
         return found
 
@@ -183,7 +190,7 @@ class Finder:
     def calls_to(self, name: str, defining: str):
         """(reader, call) for every call of `name` (defined in `defining`), the defining file's first."""
         defining = os.path.abspath(defining)
-        paths = [defining] if self.local_only else self.mentioning(name)
+        paths = [defining] if self.local_only else self.mentioning(name, defining)
         paths.sort(key=lambda path: (path != defining, path))
         for path in paths:
             reader = self.reader(path)
@@ -248,13 +255,26 @@ class FileReader:
         local = {name} if self.path == defining else set()
         modules = set()
         for alias, (module, level, imported) in self.imports.items():
-            if imported == name and self.module_file(module, level) == defining:
+            if imported == name and self.exports(self.module_file(module, level), name, defining):
                 local.add(alias)
             elif not imported and self.module_file(module, level) == defining:
                 modules.add(alias)
             elif imported and self.module_file(f"{module}.{imported}" if module else imported, level) == defining:
                 modules.add(alias)  # `from package import model`
         return local, modules
+
+    def exports(self, path: str | None, name: str, defining: str) -> bool:
+        """Whether importing `name` from the file `path` gives the class of `defining`: it is that file, or a
+        package `__init__` that imports the name from it (one level of re-export)."""
+        if path is None or path == defining:
+            return path is not None
+        if not path.endswith("__init__.py"):
+            return False
+        package = self.finder.reader(path)
+        if package is None:
+            return False
+        module, level, imported = package.imports.get(name, ("", 0, ""))
+        return imported == name and package.module_file(module, level) == defining
 
     def qualified(self, node: ast.AST) -> str:
         """`yaml.safe_load`, `torch.nn.GELU`: a name with its import resolved ("" for other expressions)."""
