@@ -133,6 +133,8 @@ def resolve_module(importer: str, dotted: str, level: int, top: Path) -> str | N
     else:
         start = Path(os.path.abspath(importer)).parent
         bases = [start, *[parent for parent in start.parents if top in (parent, *parent.parents)], top / "src"]
+        if (top / "__init__.py").exists():
+            bases.append(top.parent)  # an installed package imports itself by its own name
     for base in bases:
         found = module_file(base, parts)
         if found is not None:
