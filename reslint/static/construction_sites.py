@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from reslint.file_gate import read_project_file
 from reslint.static.config_files import find_config, hydra_config, read_config
 
 NAMESPACE = "_reslint_namespace"  # types.SimpleNamespace in the evaluation namespace (argparse args passed whole)
@@ -167,24 +168,26 @@ class Finder:
         hints = (module.parent.name,) if module.stem == "__init__" else (module.stem, module.parent.name)
         found = []
         for path in self.files:
-            if path not in self.texts:
-                try:
-                    self.texts[path] = "" if os.path.getsize(path) > MAX_FILE_BYTES else \
-                        Path(path).read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    self.texts[path] = ""
-            text = self.texts[path]
+            text = self.text(path)
             if name in text and called.search(text) and (path == defining or any(hint in text for hint in hints)):
                 found.append(path)
         return found
+
+    def text(self, path: str) -> str:
+        """A project file's text through the file gate (a regular file of bounded size): "" if refused."""
+        if path not in self.texts:
+            try:
+                self.texts[path] = read_project_file(path, None, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+            except OSError:
+                self.texts[path] = ""
+        return self.texts[path]
 
     def reader(self, path: str) -> FileReader | None:
         path = os.path.abspath(path)
         if path not in self.readers:
             try:
-                with open(path, encoding="utf-8") as handle:
-                    tree = ast.parse(handle.read())
-            except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+                tree = ast.parse(self.text(path)) if self.text(path) else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = None
             self.readers[path] = FileReader(path, tree, self) if tree is not None else None
         return self.readers[path]
