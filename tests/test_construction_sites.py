@@ -115,7 +115,9 @@ def main():
     args = Args()
     return Net(args.width, args.layers)
 '''
-    assert sites(tmp_path, {"train.py": train}) == [("train.py", 13, "Net(40, 3)", "")]
+    assert sites(tmp_path, {"train.py": train}) == [("train.py", 13, "Net(40, 2)", "")]
+    site = construction_sites("Net", Finder(str(tmp_path / "model.py"), str(tmp_path), MODEL_NAMES, MODULE_CLASSES))[0]
+    assert (site.shrunk, site.depth) == ("depth 3 -> 2", 3)  # the depth passed by position
 
 
 def test_factory_parameters_bound_where_the_factory_is_called(tmp_path):

@@ -356,7 +356,8 @@ class FileReader:
         evaluator = Evaluator(self)
         try:
             args, keywords = evaluator.arguments(call, self.scope_of(call), site=True)
-            shrunk, depth = shrink(keywords)
+            parameters = constructor_parameters(self.finder.reader(self.finder.model_path), class_name)
+            shrunk, depth = shrink(args, keywords, parameters)
             expr = render_call(class_name, args, keywords)
         except Unevaluable as error:
             return Site(self.path, call.lineno, reason=str(error), reads=tuple(sorted(evaluator.reads)))
@@ -840,16 +841,34 @@ def bind_arguments(function, args: list, keywords: dict) -> dict:
     return bound
 
 
-def shrink(keywords: dict) -> tuple[str, int]:
-    """Build a deep model with SHRUNK_DEPTH layers where one keyword sets its depth: ("num_layers 12 -> 2", 12),
-    or ("", 0). Two depth keywords (an encoder's and a decoder's) are kept: which stack is which is not known."""
-    deep = [name for name, value in keywords.items() if name in DEPTH_KEYWORDS and isinstance(value, int)
-            and not isinstance(value, bool) and value > SHRUNK_DEPTH]
-    if len(deep) != 1 or any(name in DEPTH_KEYWORDS for name in keywords if name != deep[0]):
+def shrink(args: list, keywords: dict, parameters: list[str]) -> tuple[str, int]:
+    """Build a deep model with SHRUNK_DEPTH layers where one argument sets its depth (by keyword, or by
+    position with `parameters`, the constructor's parameter names): ("num_layers 12 -> 2", 12), or
+    ("", 0). Two depth arguments (an encoder's and a decoder's) are kept: which stack is which is not known."""
+    named = {**{name: index for index, name in enumerate(parameters[:len(args)])}, **dict.fromkeys(keywords)}
+    depths = [name for name in named if name in DEPTH_KEYWORDS]
+    if len(depths) != 1:
         return "", 0
-    original = keywords[deep[0]]
-    keywords[deep[0]] = SHRUNK_DEPTH
-    return f"{deep[0]} {original} -> {SHRUNK_DEPTH}", original
+    name = depths[0]
+    index = named[name]
+    original = args[index] if index is not None else keywords[name]
+    if not isinstance(original, int) or isinstance(original, bool) or original <= SHRUNK_DEPTH:
+        return "", 0
+    if index is not None:
+        args[index] = SHRUNK_DEPTH
+    else:
+        keywords[name] = SHRUNK_DEPTH
+    return f"{name} {original} -> {SHRUNK_DEPTH}", original
+
+
+def constructor_parameters(reader: FileReader | None, class_name: str) -> list[str]:
+    """The positional parameter names of a class's `__init__` (after `self`), as its file spells them."""
+    cls = reader.classes.get(class_name) if reader is not None else None
+    init = next((item for item in cls.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"),
+                None) if cls is not None else None
+    if init is None:
+        return []
+    return [parameter.arg for parameter in (*init.args.posonlyargs, *init.args.args)][1:]
 
 
 def render_call(callee: str, args: list, keywords: dict) -> str:
