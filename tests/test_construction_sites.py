@@ -252,3 +252,30 @@ def test_a_class_imported_through_its_package(tmp_path):
                      "nets/model.py": MODEL, "scripts/train.py": "from nets import Net\n\nmodel = Net(12, depth=2)\n"})
     finder = Finder(str(tmp_path / "nets" / "model.py"), str(tmp_path), MODEL_NAMES, MODULE_CLASSES)
     assert [(site.line, site.expr) for site in construction_sites("Net", finder)] == [(3, "Net(12, depth=2)")]
+
+
+SCHEDULED = '''\
+import json
+
+import torch
+from transformers import get_scheduler
+
+with open("train.json") as handle:
+    cfg = json.load(handle)
+model = torch.nn.Transformer(d_model=32, nhead=4)
+optimizer = torch.optim.AdamW(model.parameters())
+scheduler = get_scheduler(cfg["schedule"], optimizer, num_warmup_steps=cfg["warmup"], num_training_steps=1000)
+'''
+
+
+@pytest.mark.parametrize("config, fires", [
+    ('{"schedule": "linear", "warmup": 0}', True),
+    ('{"schedule": "linear", "warmup": 400}', False),
+    ('{"schedule": "constant", "warmup": 400}', True),
+])
+def test_schedules_read_from_a_json_training_config(tmp_path, config, fires):
+    write(tmp_path, {"train.py": SCHEDULED, "train.json": config})
+    result = run_reslint("check", "--static", "--no-cache", "--output-format", "json", "train.py", cwd=tmp_path)
+    found = [(finding["code"], finding["line"]) for finding in json.loads(result.stdout)["findings"]
+             if finding["code"] == "RL301"]
+    assert found == ([("RL301", 9)] if fires else [])

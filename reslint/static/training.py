@@ -615,6 +615,14 @@ class TrainingReader:
 
     def config_number(self, node: ast.expr, scope: Scope) -> tuple[float | None, str]:
         """A number the code takes from a YAML/JSON/Hydra config file, and that file's name (None, "")."""
+        value, config = self.config_value(node, scope)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, ""
+        return float(value), config
+
+    def config_value(self, node: ast.expr | None, scope: Scope):
+        """A value the code takes from a YAML/JSON/Hydra config file (`cfg["train"]["warmup_steps"]`,
+        `cfg.optim.warmup_steps` under `@hydra.main`), and the files it was read from; (None, "") otherwise."""
         if self.path is None or not isinstance(node, (ast.Subscript, ast.Attribute, ast.Call, ast.Name)):
             return None, ""
         from reslint.discovery import display_path
@@ -630,16 +638,17 @@ class TrainingReader:
         except (Unevaluable, RecursionError):
             return None, ""
         configs = sorted(read for read in evaluator.reads if read.endswith(CONFIG_SUFFIXES))
-        if not configs or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not configs:
             return None, ""
         self.config_reads.extend(read for read in configs if read not in self.config_reads)
-        return float(value), ", ".join(display_path(read) for read in configs)
+        return value, ", ".join(display_path(read) for read in configs)
 
     def _literal_string(self, node: ast.expr | None, scope: Scope) -> str | None:
-        node = self.resolve(node, scope)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return None
+        resolved = self.resolve(node, scope)
+        if isinstance(resolved, ast.Constant) and isinstance(resolved.value, str):
+            return resolved.value
+        value, _ = self.config_value(node, scope)
+        return value if isinstance(value, str) else None
 
 
 class Shape:
