@@ -50,7 +50,8 @@ def find_config(name: str, script: str, root: str) -> str | None:
 
 def hydra_config(config_path: str, config_name: str, script: str, root: str) -> tuple[dict | None, list[str]]:
     """Hydra's composed config for `@hydra.main(config_path=..., config_name=...)`: the primary file
-    with the groups of its `defaults` list merged in; (None, []) when the file is not found."""
+    with the groups of its `defaults` list merged in; (None, []) when the file is not found.
+    Files outside `root` (the script's project) are not read."""
     directory = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(script)), config_path))
     primary = os.path.join(directory, config_name if config_name.endswith(CONFIG_SUFFIXES) else config_name + ".yaml")
     data = read_config(primary, root) if os.path.isfile(primary) else None

@@ -593,7 +593,7 @@ class Evaluator:
                 name_value = self.value(name, self.reader.tree) if name is not None else "config"
                 if not isinstance(path_value, str) or not isinstance(name_value, str):
                     return None
-                data, reads = hydra_config(path_value, name_value, self.reader.path, self.reader.finder.root)
+                data, reads = hydra_config(path_value, name_value, self.reader.path, str(self.reader.finder.top))
                 if data is None:
                     raise Unevaluable(f"the Hydra config `{name_value}` in `{path_value}` is not found")
                 self.reads.update(reads)
@@ -739,7 +739,8 @@ class Evaluator:
 
     def config(self, name: str, node: ast.AST) -> dict:
         path = find_config(name, self.reader.path, self.reader.finder.root)
-        data = read_config(path, self.reader.finder.root) if path else None
+        # Read only inside the project the script belongs to (a symlink or `../..` out of it is refused).
+        data = read_config(path, str(self.reader.finder.top)) if path else None
         if data is None:
             raise Unevaluable(f"`{ast.unparse(node)}`: the config {name!r} is not found or not read")
         self.reads.add(path)
