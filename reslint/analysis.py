@@ -104,10 +104,10 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.static.engine import extract_facts
 
     facts = extract_facts(path, module, source_path)
-    result.reads = facts.reads
+    result.reads = list(facts.reads)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
-    result.links = file_links(facts, text)
+    result.links = file_links(facts, text, source_path or path, settings.root, result.reads)
     return True, bool(facts.models)
 
 
@@ -290,15 +290,19 @@ def skippable(path: str, text: str, settings: Settings, source_path: str | None)
     return parses(text, path)
 
 
-def file_links(facts, text: str) -> FileLinks:
-    """What the file offers to and asks of other files: Post-LN classes, class uses, training code."""
-    from reslint.static.training import extract_training
+def file_links(facts, text: str, path: str | None = None, root: str | None = None,
+               reads: list[str] | None = None) -> FileLinks:
+    """What the file offers to and asks of other files: Post-LN classes, class uses, training code.
+    Training configs read for it are appended to `reads`."""
+    from reslint.static.training import extract_training, factory_returns
 
-    model_refs, optimizers, schedules = extract_training(text)
+    model_refs, optimizers, schedules = extract_training(text, path, root, reads)
+    class_uses = {**{name: list(uses) for name, uses in factory_returns(text).items()},
+                  **{cls: list(uses) for cls, uses in facts.class_uses.items()}}
     return FileLinks(
         post_ln_blocks=[PostLNBlock(cls, add.span.line, add.span.column, f"`{add.builtin}` in `{cls}`" if add.builtin else "")
                         for cls, add in facts.post_ln_blocks.items()],
-        class_uses={cls: list(uses) for cls, uses in facts.class_uses.items()},
+        class_uses=class_uses,
         imports=dict(facts.class_imports),
         model_refs=model_refs if optimizers else [],
         optimizers=optimizers,
@@ -330,9 +334,10 @@ class TracedFile:
     imported: bool = False
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
     traces: list[TraceOutcome] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)  # files construction sites were read from (model discovery)
 
     def to_dict(self) -> dict:
-        return {"findings": [finding.to_dict() for finding in self.findings],
+        return {"reads": list(self.reads), "findings": [finding.to_dict() for finding in self.findings],
                 "summaries": [summary.to_dict() for summary in self.summaries],
                 "static_only": dict(self.static_only), "notes": list(self.notes),
                 "imported": self.imported, "timed_out": self.timed_out,
@@ -346,7 +351,8 @@ class TracedFile:
                    static_only={str(name): str(reason) for name, reason in data["static_only"].items()},
                    notes=[str(note) for note in data["notes"]],
                    imported=bool(data["imported"]), timed_out=bool(data["timed_out"]),
-                   traces=[TraceOutcome.from_dict(trace) for trace in data["traces"]])
+                   traces=[TraceOutcome.from_dict(trace) for trace in data["traces"]],
+                   reads=[str(path) for path in data.get("reads", ())])
 
 
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
@@ -369,6 +375,7 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     if isinstance(traced, ChildFailure):
         traced = failed_trace(path, traced, timeout)
     result.imported = traced.imported
+    result.reads = [*result.reads, *(path for path in traced.reads if path not in result.reads)]
     result.cacheable = not traced.timed_out
     result.traces = traced.traces
     result.findings = merge_findings(result.findings, traced.findings)
@@ -419,7 +426,9 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
     except ImportError:
         facts_from_capture = None
     outcome = TracedFile(findings=list(traced.findings), static_only=dict(traced.static_only),
-                         notes=list(traced.notes), imported=traced.imported, timed_out=traced.timed_out)
+                         notes=list(traced.notes), imported=traced.imported, timed_out=traced.timed_out,
+                         reads=list(getattr(traced, "reads", ())))
+    built_from = getattr(traced, "built_from", {})
     for capture in traced.captures:
         if facts_from_capture is None:
             outcome.static_only.setdefault(capture.model_name, "the trace engine's graph analysis is not available")
@@ -435,11 +444,14 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
             outcome.static_only[capture.model_name] = reason
             traced.lines[capture.model_name] = capture.class_line
             continue
+        if capture.model_name in getattr(traced, "depths", {}):
+            restore_depth(facts, traced.depths[capture.model_name])
         engine = f"traced ({capture.method})"
         outcome.findings.extend(dataclasses.replace(finding, engine="trace")
                                 for finding in run_rules(facts, settings))
         for summary in facts.model_summaries():
-            outcome.summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes)))
+            outcome.summaries.append(dataclasses.replace(summary, engine=engine, notes=tuple(capture.notes),
+                                                         built_from=built_from.get(capture.model_name, "")))
         outcome.static_only.pop(capture.model_name, None)
         outcome.traces.append(TraceOutcome(path, capture.model_name, capture.class_line, True))
     outcome.traces.extend(TraceOutcome(path, name, traced.lines[name], False, reason)
@@ -448,6 +460,16 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
         outcome.traces.append(TraceOutcome(path, "", 1, False, traced.notes[0] if traced.notes else "not imported"))
     outcome.traces.sort(key=lambda trace: (trace.line, trace.name))
     return outcome
+
+
+def restore_depth(facts, depth: int) -> None:
+    """A model built shallower than its construction site asks (model discovery shrinks deep models to
+    trace them fast): its stacks of the shrunk depth have the site's depth, for RL104 and the summary."""
+    from reslint.static.construction_sites import SHRUNK_DEPTH
+
+    for key, stack in list(facts.stacks.items()):
+        if stack.depth == SHRUNK_DEPTH:
+            facts.stacks[key] = dataclasses.replace(stack, depth=depth)
 
 
 # Findings about a whole stack: the engines may point at different lines of it (the static engine at

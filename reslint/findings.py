@@ -127,6 +127,7 @@ class ModelSummary:
     engine: str = "static"
     notes: tuple[str, ...] = field(default=())
     warmup: str = ""  # Post-LN models: whether the code training them warms up (set when linking the run)
+    built_from: str = ""  # the construction site the trace engine built the model from ("train.py:42")
 
     def to_dict(self) -> dict:
         return {
@@ -138,6 +139,7 @@ class ModelSummary:
             "engine": self.engine,
             "notes": list(self.notes),
             "warmup": self.warmup or None,
+            "built_from": self.built_from or None,
         }
 
     @classmethod
@@ -151,6 +153,7 @@ class ModelSummary:
             engine=data.get("engine", "static"),
             notes=tuple(data.get("notes", ())),
             warmup=data.get("warmup") or "",
+            built_from=data.get("built_from") or "",
         )
 
 

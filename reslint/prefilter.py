@@ -8,7 +8,9 @@ only when its text cannot hold anything a rule reports on:
   file) has a `forward`, or when a base's name, after import aliases, ends in `Module` or
   `PreTrainedModel`; each needs the word `class` and one of those names in the text;
 - PyTorch or training code: `torch` (any import of torch, torch.nn or torch.optim names it),
-  optimizers, LR schedulers and warmup, Trainer/TrainingArguments, DeepSpeed, Lightning, Accelerate.
+  optimizers, LR schedulers and warmup, Trainer/TrainingArguments, DeepSpeed, Lightning, Accelerate;
+- a model factory (`def build_model(args): return Model(...)`): the link from a training script's
+  `model = build_model(args)` to the model (RL301) goes through it.
 
 The test errs on the side of analysing. A file that does not parse is never skipped (its RL901
 matters more than the time), nor a file that `train` globs or a `--model` spec name.
@@ -30,6 +32,10 @@ TORCH_OR_TRAINING_HINT = re.compile(
 def may_hold_model_or_training_code(text: str) -> bool:
     """False only when no rule can report anything on a file with this text."""
     if TORCH_OR_TRAINING_HINT.search(text):
+        return True
+    from reslint.static.training import FACTORY_RETURN
+
+    if FACTORY_RETURN.search(text):
         return True
     return CLASS.search(text) is not None and MODULE_CLASS_HINT.search(text) is not None
 

@@ -135,10 +135,11 @@ def model_lines(models: list[ModelSummary]) -> list[str]:
     lines = []
     for model in models:
         location = f"{model.path}:{model.line}:"
+        engine = f"{model.engine}, built from {model.built_from}" if model.built_from else model.engine
         for stack in model.stacks:
-            lines.append(f"{location} {stack_summary_line(model, stack)} [{model.engine}]")
+            lines.append(f"{location} {stack_summary_line(model, stack)} [{engine}]")
         if not model.stacks and model.placement != "none":
-            lines.append(f"{location} {model.name}: {placement_label(model.placement)} [{model.engine}]")
+            lines.append(f"{location} {model.name}: {placement_label(model.placement)} [{engine}]")
         if model.stacks or model.placement != "none":
             lines.extend(f"    note: {note}" for note in model.notes)
             if model.warmup:

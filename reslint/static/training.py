@@ -16,6 +16,7 @@ warmup present: reslint reports only what it can show.
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from reslint.project_facts import (
@@ -68,21 +69,77 @@ SCHEDULE_LIKE = re.compile(r"sched|warmup", re.I)
 STEP_LIKE = re.compile(r"step|iter|epoch|update|^(it|t|i|n)$")
 
 INC, DEC, CONST, UNKNOWN, RAMP = "increasing", "decreasing", "constant", "unknown", "ramp"
+# Packages whose functions are no model factories of the checked project.
+LIBRARY_ROOTS = frozenset({"torch", "transformers", "numpy", "np", "os", "sys", "math", "random", "json", "yaml",
+                           "argparse", "logging", "time", "datasets", "accelerate", "deepspeed", "hydra", "omegaconf",
+                           "lightning", "pytorch_lightning", "timm", "functools", "itertools", "pathlib", "wandb"})
+FACTORY_RETURN = re.compile(r"\breturn\s+(?:[\w.]*\b[A-Z]\w*\(|\w*model\s*$)", re.MULTILINE)
 
 
-def extract_training(text: str) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
-    """Model references, optimizer sites and schedules of one file (all empty for non-training code)."""
+def factory_returns(text: str) -> dict[str, list[str]]:
+    """Module-level functions that return a class they build (`def build_model(args): return Model(...)`,
+    or `model = Model(...); return model`) -> the dotted names of those classes, imports resolved."""
+    if not FACTORY_RETURN.search(text):
+        return {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    aliases: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = base + alias.name if base.endswith(".") or not base \
+                    else f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
+                    alias.name.split(".")[0]
+    factories: dict[str, list[str]] = {}
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        assigned = {target.id: statement.value for statement in ast.walk(function)
+                    if isinstance(statement, ast.Assign) for target in statement.targets if isinstance(target, ast.Name)}
+        built = []
+        for statement in ast.walk(function):
+            if not isinstance(statement, ast.Return) or statement.value is None:
+                continue
+            value = statement.value
+            if isinstance(value, ast.Name):
+                value = assigned.get(value.id)
+            if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
+                dotted = ast.unparse(value.func)
+                head, _, rest = dotted.partition(".")
+                dotted = aliases.get(head, head) + (f".{rest}" if rest else "")
+                if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built:
+                    built.append(dotted)
+        if built:
+            factories[function.name] = built
+    return factories
+
+
+def extract_training(text: str, path: str | None = None, root: str | None = None,
+                     reads: list[str] | None = None) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
+    """Model references, optimizer sites and schedules of one file (all empty for non-training code).
+
+    With the file's `path`, values the code takes from YAML/JSON/Hydra configs are read (`warmup_steps`
+    in a YAML); the configs read are appended to `reads`.
+    """
     if not TRAINING_VOCABULARY.search(text):
         return [], [], []
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [], [], []
-    reader = TrainingReader(tree)
+    reader = TrainingReader(tree, path, root)
     try:
         reader.read()
     except RecursionError:
         return [], [], []
+    if reads is not None:
+        reads.extend(read for read in reader.config_reads if read not in reads)
     return reader.model_refs, reader.optimizer_sites(), reader.whole_schedules()
 
 
@@ -108,6 +165,10 @@ class Scope:
             target = statement.targets[0]
             if isinstance(target, (ast.Name, ast.Attribute)):
                 self.values[ast.unparse(target)] = statement.value
+        elif isinstance(statement, (ast.With, ast.AsyncWith)):
+            for item in statement.items:
+                if isinstance(item.optional_vars, ast.Name):
+                    self.values[item.optional_vars.id] = item.context_expr
         elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
             self.values[ast.unparse(statement.target)] = statement.value
         for child in ast.iter_child_nodes(statement):
@@ -124,8 +185,12 @@ class Scope:
 
 
 class TrainingReader:
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, path: str | None = None, root: str | None = None):
         self.tree = tree
+        self.path = path
+        self.root = root
+        self.config_reads: list[str] = []
+        self._values = None  # construction_sites' evaluator over this file, made when a config value is needed
         self.aliases: dict[str, str] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.parents: dict[ast.AST, ast.AST] = {}
@@ -234,6 +299,18 @@ class TrainingReader:
                                                detail=f"`{last}()` is not resolved statically", scope=scope.name))
             elif last[:1].isupper():
                 self._model_ref(call, name, last, scope)
+            elif self._factory_call(call, name):
+                # `model = build_model(args)`: the project links it to the classes the factory returns.
+                self.model_refs.append(ModelRef(name, call.lineno, call.col_offset + 1, scope=scope.name))
+
+    def _factory_call(self, call: ast.Call, name: str) -> bool:
+        """A call of the project's own function whose result the training code keeps: a model factory
+        when that function returns a model (see `factory_returns`)."""
+        if not isinstance(self.parents.get(call), ast.Assign) or not isinstance(call.func, ast.Name):
+            return False
+        if call.func.id in self.functions:
+            return True
+        return call.func.id in self.aliases and not name.split(".")[0] in LIBRARY_ROOTS
 
     def _model_ref(self, call: ast.Call, name: str, last: str, scope: Scope) -> None:
         where = (call.lineno, call.col_offset + 1)
@@ -375,6 +452,10 @@ class TrainingReader:
                 return WARMUP_UNKNOWN, f"{name} not given"
             return (WARMUP_YES if default > 0 else WARMUP_NO), f"{name} not set (default {default:g})"
         value = self.number(node, scope)
+        if value is None:
+            value, config = self.config_number(node, scope)
+            if value is not None:
+                return (WARMUP_YES if value > 0 else WARMUP_NO), f"{name}={value:g} ({config})"
         if value is None:
             return WARMUP_UNKNOWN, f"{name}={ast.unparse(node)} not resolved statically"
         if value > 0:
@@ -532,11 +613,42 @@ class TrainingReader:
             return default
         return fold_number(self.resolve(node, scope), lambda n: self.resolve(n, scope))
 
+    def config_number(self, node: ast.expr, scope: Scope) -> tuple[float | None, str]:
+        """A number the code takes from a YAML/JSON/Hydra config file, and that file's name (None, "")."""
+        value, config = self.config_value(node, scope)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, ""
+        return float(value), config
+
+    def config_value(self, node: ast.expr | None, scope: Scope):
+        """A value the code takes from a YAML/JSON/Hydra config file (`cfg["train"]["warmup_steps"]`,
+        `cfg.optim.warmup_steps` under `@hydra.main`), and the files it was read from; (None, "") otherwise."""
+        if self.path is None or not isinstance(node, (ast.Subscript, ast.Attribute, ast.Call, ast.Name)):
+            return None, ""
+        from reslint.discovery import display_path
+        from reslint.static.config_files import CONFIG_SUFFIXES
+        from reslint.static.construction_sites import Evaluator, FileReader, Finder, Unevaluable
+
+        if self._values is None:
+            finder = Finder(self.path, self.root or ".", set(), set(), local_only=True)
+            self._values = FileReader(os.path.abspath(self.path), self.tree, finder)
+        evaluator = Evaluator(self._values)
+        try:
+            value = evaluator.value(node, scope.node)
+        except (Unevaluable, RecursionError):
+            return None, ""
+        configs = sorted(read for read in evaluator.reads if read.endswith(CONFIG_SUFFIXES))
+        if not configs:
+            return None, ""
+        self.config_reads.extend(read for read in configs if read not in self.config_reads)
+        return value, ", ".join(display_path(read) for read in configs)
+
     def _literal_string(self, node: ast.expr | None, scope: Scope) -> str | None:
-        node = self.resolve(node, scope)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return None
+        resolved = self.resolve(node, scope)
+        if isinstance(resolved, ast.Constant) and isinstance(resolved.value, str):
+            return resolved.value
+        value, _ = self.config_value(node, scope)
+        return value if isinstance(value, str) else None
 
 
 class Shape:

@@ -42,6 +42,9 @@ class TraceResult:
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
     lines: dict[str, int] = field(default_factory=dict)  # model name -> its line, for every model it tried
     import_failed: bool = False  # the file itself could not be imported: its models are unknown
+    built_from: dict[str, str] = field(default_factory=dict)  # model name -> construction site ("train.py:42")
+    reads: list[str] = field(default_factory=list)  # other files the models' arguments were read from
+    depths: dict[str, int] = field(default_factory=dict)  # model name -> the depth a shrunk build stands for
 
     def untraced(self, name: str, line: int, reason: str) -> None:
         """A model reslint tried and could not trace: static facts stand for it."""
@@ -173,9 +176,14 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
                  for factory in factories]
         skipped: dict[str, str] = {}
     else:
-        specs, skipped = discover_models(module, real)
+        specs, skipped = discover_models(module, real, settings.root)
         for spec in specs:
             spec.inputs = settings.inputs
+            if spec.site:
+                result.built_from[spec.name] = spec.site
+                if spec.depth:
+                    result.depths[spec.name] = spec.depth
+                result.reads.extend(read for read in spec.reads if read not in result.reads)
     result.static_only.update({name: reason for name, reason in skipped.items()})
 
     from reslint.isolation import report_stage
@@ -196,9 +204,16 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
     kept = outermost(built)
     inner = {type(sub) for item in built for name, sub in item.model.named_modules() if name}
     for spec, error in failed:
-        if spec.origin == "discovered" and spec.cls in inner:
+        if spec.origin in ("discovered", "site") and spec.cls in inner:
             continue  # a part of a model that was built: it is checked through that model
-        if spec.origin == "factory":
+        if spec.unbuildable:
+            message = f"{error.message}; pass --model FILE:EXPR to build it yourself; static findings are still reported"
+            severity = "info"
+        elif spec.origin == "site":
+            message = (f"{error.message} (reslint built it with the arguments at {spec.site}{missing_package_hint(error.message)}; "
+                       "pass --model FILE:EXPR to build it yourself); static findings are still reported")
+            severity = "info"
+        elif spec.origin == "factory":
             message, severity = f"{error.message}; static findings are still reported", ""
         elif error.crashed_here:
             message = (f"{error.message}: building it from its defaults crashes in this file's own code, "

@@ -6,6 +6,12 @@ config (a dataclass or simple class whose fields all default, annotated or found
 namespace), or an HF-style class with a `config_class`. Only the outermost of them are checked:
 a candidate that appears as a submodule type of another built candidate is part of that model.
 
+A class whose constructor needs other arguments is built from its first construction site in the
+project whose arguments reslint can read without running the project's code
+(`reslint.static.construction_sites`): `model = Transformer(d_model=512, ...)` in a training script,
+a test, a `__main__` block or a factory, its values from literals, constants, argparse defaults and
+configs. The summary says which site (`built from train.py:42`).
+
 `--model FILE:EXPR` and `[[tool.reslint.models]] factory` name factories explicitly; EXPR is
 evaluated in the file's namespace with `torch` and `nn` available.
 """
@@ -16,6 +22,7 @@ import dataclasses
 import inspect
 import os
 import re
+import types
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -35,7 +42,12 @@ class ModelSpec:
     build: Callable[[], Any]
     cls: type | None = None
     inputs: str | None = None  # an input spec that overrides inference
-    origin: str = "discovered"  # "discovered" | "factory"
+    origin: str = "discovered"  # "discovered" | "factory" | "site" (built from a construction site)
+    site: str = ""  # the construction site used ("train.py:42")
+    unbuildable: str = ""  # why the site's arguments cannot be evaluated (nothing is built)
+    reads: tuple[str, ...] = ()  # the files a site's arguments were read from (a cached result depends on them)
+    notes: tuple[str, ...] = ()
+    depth: int = 0  # built with fewer layers than the site asks for: its stacks have this depth
 
 
 @dataclass
@@ -177,13 +189,15 @@ def builder_for(cls: type, namespace: dict) -> tuple[Callable[[], Any] | None, s
     return None, f"its constructor needs arguments ({names}); pass --model FILE:EXPR"
 
 
-def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dict[str, str]]:
-    """Candidate models defined in the module, and why other module classes were not built."""
+def discover_models(module: ModuleType, path: str, root: str | None = None) -> tuple[list[ModelSpec], dict[str, str]]:
+    """Candidate models defined in the module, and why other module classes were not built.
+    With `root`, a class that needs arguments is built from a construction site in the project."""
     import torch
 
     specs: list[ModelSpec] = []
     skipped: dict[str, str] = {}
     namespace = vars(module)
+    finder = None
     for obj in list(namespace.values()):
         if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
             continue
@@ -195,6 +209,12 @@ def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dic
             build, reason = builder_for(obj, namespace)
         except Exception as error:  # noqa: BLE001 - user classes with unusual signatures or metaclasses
             build, reason = None, f"cannot tell how to build it ({one_line(error)})"
+        if build is None and root is not None and reason.startswith("its constructor needs arguments"):
+            finder = finder or site_finder(module, path, root)
+            spec = site_spec(obj, finder, path, module)
+            if spec is not None:
+                specs.append(spec)
+                continue
         if build is None:
             skipped[obj.__name__] = reason
             continue
@@ -208,6 +228,48 @@ def discover_models(module: ModuleType, path: str) -> tuple[list[ModelSpec], dic
         specs = [spec for spec in specs if is_hf_model(spec.cls)]
     specs.sort(key=lambda spec: spec.line)
     return specs, skipped
+
+
+def site_finder(module: ModuleType, path: str, root: str):
+    """The project's construction-site finder for the classes of `module`'s file."""
+    import torch
+
+    from reslint.static.construction_sites import Finder
+
+    classes = {name for name, obj in vars(module).items() if isinstance(obj, type)}
+    module_classes = {name for name, obj in vars(module).items()
+                      if isinstance(obj, type) and issubclass(obj, torch.nn.Module)}
+    return Finder(path, root, classes, module_classes)
+
+
+def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpec | None:
+    """Build `cls` from its first construction site with readable arguments; a spec that reports why
+    not when every site's arguments need the project's code run; None when the project has no site."""
+    from reslint.discovery import display_path
+    from reslint.static.construction_sites import NAMESPACE, construction_sites
+
+    sites = construction_sites(cls.__name__, finder)
+    if not sites:
+        return None
+    line = class_line(cls, path)
+    reads = tuple(sorted({read for site in sites for read in site.reads}))
+    usable = next((site for site in sites if site.expr), None)
+    if usable is None:
+        first = sites[0]
+        where = f"{display_path(first.path)}:{first.line}"
+        more = f" (and {len(sites) - 1} other site{'s' if len(sites) > 2 else ''})" if len(sites) > 1 else ""
+        reason = (f"cannot build {cls.__name__}: the arguments at {where}{more} cannot be read without running "
+                  f"the project's code: {first.reason}")
+        return ModelSpec(cls.__name__, line, lambda: None, cls=cls, origin="site", site=where, unbuildable=reason,
+                         reads=reads)
+    namespace = evaluation_namespace(module)
+    namespace[NAMESPACE] = types.SimpleNamespace
+    where = f"{display_path(usable.path)}:{usable.line}"
+    notes = (f"built from {where}: {usable.expr}",)
+    if usable.shrunk:
+        notes += (f"traced shallower, {usable.shrunk}; its stacks report the site's depth, {usable.depth}",)
+    return ModelSpec(cls.__name__, line, lambda: eval(usable.expr, namespace), cls=cls, origin="site", site=where,
+                     reads=reads, notes=notes, depth=usable.depth)
 
 
 def is_hf_model(cls: type | None) -> bool:
@@ -292,7 +354,9 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
     """Build on the meta device; on CPU only where meta construction fails. Raises BuildFailed."""
     import torch
 
-    notes: list[str] = []
+    notes: list[str] = list(spec.notes)
+    if spec.unbuildable:
+        raise BuildFailed(spec.line, spec.unbuildable)
     try:
         with torch.device("meta"):
             model = spec.build()
