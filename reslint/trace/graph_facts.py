@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
+from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack
+from reslint.placement import (DIV, DROPOUT, MUL, OTHER, PASS, PROJECTION, ResidualView, Step, classify,
+                               combined_placement, settle_post)
 from reslint.static.torch_api import SEQUENCE_MODULES
 
 ADD_OPS = {"add", "add_", "iadd", "__add__", "__iadd__", "__radd__"}
@@ -451,10 +453,11 @@ class GraphFacts:
                 residuals.append(residual)
         skips = {r.skip for r in residuals} | {r.skip_term for r in residuals}
         for residual in residuals:
-            if residual.placement != "none" or self._stream_continues(residual.add, skips):
-                continue
-            if any(self._same_block(residual.add, norm) for norm in by_source.get(residual.add, [])):
-                residual.placement = "post"
+            if residual.placement == "none":
+                residual.placement = settle_post(
+                    residual.placement, stream_continues=self._stream_continues(residual.add, skips),
+                    sum_normed_in_block=any(self._same_block(residual.add, norm)
+                                            for norm in by_source.get(residual.add, [])))
         # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
         # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
         streams = {node for r in residuals if r.placement in ("pre", "post", "sandwich")
@@ -475,7 +478,7 @@ class GraphFacts:
                             and not self._side_input(candidate, terms[j], add)]
                 if branches:
                     return self._residual(add, terms, skip_index, candidate, walked[:depth], branches, reached,
-                                          by_source, projection=False)
+                                          by_source, projection=None)
         for skip_index, (skip_root, walked) in enumerate(stripped):
             steps = self._skip_path(skip_root)
             for depth in range(1, len(steps)):
@@ -487,11 +490,8 @@ class GraphFacts:
                 branches = [j for j, found in enumerate(reached) if found is not None and found.get(source)
                             and not any(step in found for step in steps[:depth])]
                 if branches:
-                    residual = self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
-                                              projection=True)
-                    residual.skip_normalised = any(step in self.norms or self.ops[step] in LAYER_NORM_OPS
-                                                   for step in steps[:depth])
-                    return residual
+                    return self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
+                                          projection=steps[:depth])
         return None
 
     def _skip_path(self, skip_root) -> list:
@@ -533,28 +533,47 @@ class GraphFacts:
         return True
 
     def _residual(self, add, terms, skip_index, skip, walked, branches, reached, by_source, projection):
-        residual = Residual(add, terms[skip_index], skip, [terms[j] for j in branches], walked,
-                            skip_projection=projection)
-        owner = self.owner_path(add)
-        residual.dropout_on_skip = any(
-            self.ops[step] in DROPOUT_OPS and self._module_parent(step) == owner for step in walked)
-        residual.skip_scaled = any(self.ops[step] in ("mul", "div", "__mul__", "__rmul__", "__truediv__")
-                                   for step in walked)
-        branch_nodes = residual.branches
-        residual.parallel = len(branch_nodes) > 1
-        residual.gated_branch = any(
-            any(self.ops[step] in ("mul", "__mul__", "__rmul__") for step in self.strip(b, True)[1])
-            for b in branch_nodes)
+        """`projection`: the steps of a transformed skip path (`shortcut(x)`), None for an identity skip."""
+        branch_nodes = [terms[j] for j in branches]
         pre_norms = []
         for norm in by_source.get(self.root(skip), []) + by_source.get(skip, []):
             if norm not in pre_norms and any(norm in reached[j] for j in branches):
                 pre_norms.append(norm)
-        branch_output_normed = all(self.strip(b, True)[0] in self.norms for b in branch_nodes)
-        if pre_norms:
-            residual.placement = "sandwich" if branch_output_normed else "pre"
-        elif branch_output_normed:
-            residual.placement = "branch-post"
-        return residual
+        owner = self.owner_path(add)
+        view = ResidualView(
+            skip_path=tuple(self._step(step, owner) for step in walked),
+            branch_paths=tuple(tuple(self._step(step, owner) for step in self.strip(b, True)[1])
+                               for b in branch_nodes),
+            branch_count=len(branch_nodes),
+            pre_normed=bool(pre_norms),
+            branch_output_normed=all(self.strip(b, True)[0] in self.norms for b in branch_nodes),
+            skip_projection=projection is not None,
+            projection_path=tuple(self._step(step, owner) for step in projection or ()),
+        )
+        decided = classify(view)
+        return Residual(add, terms[skip_index], skip, branch_nodes, walked, placement=decided.placement,
+                        parallel=decided.parallel, skip_scaled=decided.skip_scaled,
+                        skip_projection=view.skip_projection, gated_branch=decided.gated_branch,
+                        dropout_on_skip=decided.dropout_on_skip, skip_normalised=decided.skip_normalised)
+
+    def _step(self, node, owner: str) -> Step:
+        """An fx node as the placement classifier sees it; a dropout is the add's own when its module's
+        parent is the module performing the add."""
+        op = self.ops[node]
+        if op in DROPOUT_OPS:
+            kind = DROPOUT
+        elif op in ("mul", "__mul__", "__rmul__"):
+            kind = MUL
+        elif op in ("div", "__truediv__"):
+            kind = DIV
+        elif self.is_projection(node):
+            kind = PROJECTION
+        elif self.passthrough_input(node, allow_scale=False) is not None:
+            kind = PASS
+        else:
+            kind = OTHER
+        return Step(kind, own=self._module_parent(node) == owner,
+                    normalises=node in self.norms or op in LAYER_NORM_OPS)
 
     def _stream_continues(self, add, skips) -> bool:
         pending, seen = [add], set()
