@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reslint.findings import ModelSummary, StackSummary, placement_label
-from reslint.placement import combined_placement, exclusive, placement_family, residual_placement  # noqa: F401
+from reslint.placement import combined_placement
 
 LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
 
