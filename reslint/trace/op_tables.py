@@ -46,6 +46,8 @@ MODULE_OPS = {  # call_module targets (fx Tracer graphs): class name → op
     **{name: "dropout" for name in torch_api.DROPOUT_MODULES},
     "Embedding": "embedding", "Identity": "identity", "MultiheadAttention": "multi_head_attention_forward",
 }
+# Python operators as fx Tracer graphs record them, under the name aten gives the same op.
+OPERATOR_OPS = {operator.truediv: "div", operator.itruediv: "div_"}
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = ("TransformerEncoder", "TransformerDecoder")
 
@@ -56,6 +58,8 @@ def op_name(node, modules: dict) -> str:
         target = node.target
         if target is operator.getitem:
             return "getitem"
+        if target in OPERATOR_OPS:
+            return OPERATOR_OPS[target]
         text = str(target)
         if text.startswith(("aten.", "prims.")):
             return text.split(".")[1]

@@ -8,6 +8,7 @@ stream feeds a branch and whether a norm consumes the sum in the same block are 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from reslint.placement import DIV, DROPOUT, MUL, OTHER, PASS, PROJECTION, ResidualView, Step, classify, settle_post
@@ -79,11 +80,13 @@ class ResidualSearch:
             if residual is not None:
                 residuals.append(residual)
         skips = {r.skip for r in residuals} | {r.skip_term for r in residuals}
+        runs = Counter(self.where.span_of(r.add).line for r in residuals)
         for residual in residuals:
             if residual.placement == "none":
                 residual.placement = settle_post(
                     residual.placement, stream_continues=self._stream_continues(residual.add, skips),
                     sum_normed_in_block=any(self.where.same_block(residual.add, norm)
+                                            and not self._after_loop(residual.add, norm, runs)
                                             for norm in by_source.get(residual.add, [])))
         # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
         # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
@@ -91,6 +94,14 @@ class ResidualSearch:
                    for node in (r.skip, r.skip_term)}
         return [r for r in residuals if r.skip_projection or not all(
             self._side_input(r.skip, branch, r.add, streams) for branch in r.branches)]
+
+    def _after_loop(self, add, norm, runs: Counter) -> bool:
+        """Whether the norm runs fewer times than the line of the add: it follows the loop that repeats the
+        add (`for layer in self.layers: x = x + layer(x)`) and normalises its last sum once, a final norm.
+        The graph unrolls loops; the static engine sees them."""
+        line = self.where.span_of(norm).line
+        norm_runs = len({id(info) for node, info in self.norms.items() if self.where.span_of(node).line == line})
+        return norm_runs < runs[self.where.span_of(add).line]
 
     def _classify(self, add, terms, by_source) -> Residual | None:
         stripped = [self.graph.strip(term, allow_scale=True) for term in terms]
