@@ -83,7 +83,68 @@ def test_norm_after_a_loop_of_residual_adds_is_a_final_norm(engine):
 
 def test_division_in_a_symbolically_traced_graph_is_a_division():
     """fx Tracer graphs record `a / b` as operator.truediv: hand-written norms that divide (`(x - mean) /
-    sqrt(var + eps)`) were not norms there, and their Pre-LN residuals had no placement."""
-    result = check("fixtures/norms/hand_written.py", "full")
-    assert [(model.name, model.engine, model.placement) for model in result.models] == [
-        ("Tagger", "traced (fx)", "pre")]
+    sqrt(var + eps)`) were not norms there, and the Pre-LN residuals around them had no placement."""
+    pytest.importorskip("torch")
+    from reslint.trace.engine import trace_file
+    from reslint.trace.graph_facts import facts_from_capture
+
+    relative = "fixtures/norms/hand_written.py"
+    traced = trace_file(relative, (ROOT / relative).read_bytes(), Settings(static=False),
+                        source_path=str(ROOT / relative))
+    assert [capture.method for capture in traced.captures] == ["fx"]
+    facts = facts_from_capture(traced.captures[0], relative)
+    assert [(add.span.line, add.placement) for add in facts.residuals] == [
+        (61, "pre"), (62, "pre"), (63, "pre"), (64, "pre")]
+
+
+def trace_facts(model, *args):
+    """The trace engine's facts of a model defined here, captured as the fx Tracer fallback captures."""
+    torch = pytest.importorskip("torch")
+    from reslint.trace.capture import Capture, fx_capture
+    from reslint.trace.graph_facts import facts_from_capture
+    from reslint.trace.inputs import Inputs
+
+    with torch.no_grad():
+        module, _ = fx_capture(model, Inputs(args=args))
+    return facts_from_capture(Capture(module, "fx", model, type(model).__name__, 1), __file__)
+
+
+def test_every_dropout_module_is_dropout_in_fx_tracer_graphs():
+    """`nn.AlphaDropout` on the skip: in an fx Tracer graph the module call was no known op, so the add
+    was not a residual at all; its name now comes from the static engine's table."""
+    nn = pytest.importorskip("torch").nn
+
+    class AlphaDroppedSkip(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.AlphaDropout(0.1)
+            self.norm = nn.LayerNorm(16)
+            self.ff = nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.drop(x) + self.ff(self.norm(x))
+
+    facts = trace_facts(AlphaDroppedSkip(), pytest.importorskip("torch").zeros(2, 8, 16))
+    assert [(add.placement, add.dropout_on_skip) for add in facts.residuals] == [("pre", True)]
+
+
+def test_transformed_skip_may_pass_any_activation():
+    """`shortcut(elu(x))`: the static engine follows any activation on a transformed skip path; the trace
+    engine knew six, and read this add the wrong way round."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class EluShortcut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shortcut = nn.Linear(16, 16)
+            self.ff = nn.Linear(16, 16)
+            self.norm = nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.norm(self.shortcut(torch.nn.functional.elu(x)) + self.ff(x))
+
+    facts = trace_facts(EluShortcut(), torch.zeros(2, 8, 16))
+    # it took `self.ff(x)` for the transformed skip and the shortcut for the branch
+    assert [(add.placement, add.skip_projection, add.skip) for add in facts.residuals] == [
+        ("post", True, "self.shortcut(torch.nn.functional.elu(x))")]

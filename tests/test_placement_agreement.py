@@ -62,6 +62,7 @@ def disagreements(path: Path) -> tuple[list[str], int]:
     return found, compared
 
 
+@pytest.mark.agreement
 @pytest.mark.parametrize("path", model_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_both_engines_give_the_same_placement(path):
     found, compared = disagreements(path)
