@@ -8,6 +8,7 @@ import os
 import re
 
 from reslint.facts import Span
+from reslint.static import torch_api
 from reslint.trace.op_tables import BUILTIN_LAYERS, BUILTIN_STACKS
 from reslint.trace.source_index import SourceIndex
 
@@ -23,13 +24,6 @@ def clean_path(path: str) -> str:
     return path.strip(".")
 
 
-def get_attr(root, target: str):
-    value = root
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
 def resolve(path: str) -> str:
     try:
         return os.path.realpath(os.path.abspath(path))
@@ -38,6 +32,8 @@ def resolve(path: str) -> str:
 
 
 class Attribution:
+    """Where the nodes of one captured graph come from, in the checked file `path`."""
+
     def __init__(self, graph, path: str):
         self.graph = graph
         self.path = path
@@ -69,7 +65,8 @@ class Attribution:
         if not stack:
             return ""
         path, kind = stack[-1]
-        if kind.rsplit(".", 1)[-1].startswith(("Dropout", "Identity")):
+        name = kind.rsplit(".", 1)[-1]
+        if name.startswith(("Dropout", "Identity")) or name in torch_api.DROPOUT_MODULES:
             return path.rsplit(".", 1)[0] if "." in path else ""
         return path
 

@@ -88,7 +88,7 @@ class FxGraph:
                 params.add(node)
             elif node.op == "get_attr":
                 try:
-                    value = self.gm.get_submodule("") if False else get_attr(self.gm, node.target)
+                    value = get_attr(self.gm, node.target)
                 except Exception:
                     continue
                 import torch
@@ -157,7 +157,6 @@ class FxGraph:
 
     def root(self, node):
         return self.strip(node, allow_scale=True)[0]
-
 
     def reach(self, start, floor: int):
         """Backward search from `start` over data edges, above topological index `floor`.

@@ -19,6 +19,8 @@ from reslint.trace.residual_search import Residual, ResidualSearch
 
 
 class GraphFacts:
+    """One captured model's facts, with spans in the checked file `path`."""
+
     def __init__(self, capture, path: str):
         self.capture = capture
         self.path = path

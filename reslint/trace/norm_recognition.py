@@ -17,6 +17,8 @@ class NormInfo:
 
 
 class NormRecognizer:
+    """The LayerNorm/RMSNorm outputs of a graph, each with the value it normalises."""
+
     def __init__(self, graph):
         self.graph = graph
         self.norms: dict = {}

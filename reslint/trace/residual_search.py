@@ -34,6 +34,8 @@ class Residual:
 
 
 class ResidualSearch:
+    """The residual adds of a graph, classified by `reslint.placement`."""
+
     def __init__(self, graph, norms: dict, where):
         self.graph = graph
         self.norms = norms
@@ -80,7 +82,7 @@ class ResidualSearch:
             if residual is not None:
                 residuals.append(residual)
         skips = {r.skip for r in residuals} | {r.skip_term for r in residuals}
-        runs = Counter(self.where.span_of(r.add).line for r in residuals)
+        runs = Counter(self._line(r.add) for r in residuals)
         for residual in residuals:
             if residual.placement == "none":
                 residual.placement = settle_post(
@@ -99,9 +101,16 @@ class ResidualSearch:
         """Whether the norm runs fewer times than the line of the add: it follows the loop that repeats the
         add (`for layer in self.layers: x = x + layer(x)`) and normalises its last sum once, a final norm.
         The graph unrolls loops; the static engine sees them."""
-        line = self.where.span_of(norm).line
-        norm_runs = len({id(info) for node, info in self.norms.items() if self.where.span_of(node).line == line})
-        return norm_runs < runs[self.where.span_of(add).line]
+        line = self._line(norm)
+        if line is None or self._line(add) is None:
+            return False
+        norm_runs = len({id(info) for node, info in self.norms.items() if self._line(node) == line})
+        return norm_runs < runs[self._line(add)]
+
+    def _line(self, node) -> int | None:
+        """The node's line in the checked file, from its own stack trace."""
+        lines = self.where.user_lines(node)
+        return lines[-1] if lines else None
 
     def _classify(self, add, terms, by_source) -> Residual | None:
         stripped = [self.graph.strip(term, allow_scale=True) for term in terms]
