@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reslint.findings import ModelSummary, StackSummary, placement_label
+from reslint.placement import combined_placement
 
 LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
 
@@ -188,45 +189,3 @@ class FileFacts:
                     notes.append(f"{self.stacks[key].attribute}: {placement_label(default)} by default, "
                                  f"{placement_label(other)} when {flag}")
         return tuple(notes)
-
-
-def exclusive(first: ResidualAdd, second: ResidualAdd) -> bool:
-    """True when the two adds sit in different branches of one runtime `if`."""
-    branches = dict(first.condition)
-    return any(if_id in branches and branches[if_id] != branch for if_id, branch in second.condition)
-
-
-def residual_placement(add: ResidualAdd) -> str:
-    if add.placement == "post" and add.skip_scaled:
-        return "deepnorm"
-    if add.placement == "pre" and add.parallel:
-        return "parallel-pre"
-    return add.placement
-
-
-def combined_placement(adds: list[ResidualAdd]) -> str:
-    """One label for a group of residuals: the shared placement, "mixed", or "configurable"."""
-    placements = {residual_placement(add) for add in adds if add.placement != "none"}
-    if not placements:
-        return "none" if adds else "unknown"
-    if len(placements) == 1:
-        return placements.pop()
-    families = {placement_family(p) for p in placements}
-    if families == {"pre"}:
-        return "parallel-pre" if "parallel-pre" in placements else "pre"
-    if families == {"post"}:
-        return "post"
-    mixing = [
-        (a, b) for a in adds for b in adds
-        if placement_family(residual_placement(a)) == "pre"
-        and placement_family(residual_placement(b)) == "post" and not exclusive(a, b)
-    ]
-    return "mixed" if mixing else "configurable"
-
-
-def placement_family(placement: str) -> str:
-    if placement in ("pre", "parallel-pre", "sandwich"):
-        return "pre"
-    if placement in ("post", "deepnorm"):
-        return "post"
-    return placement

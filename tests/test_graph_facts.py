@@ -12,10 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from reslint.facts import residual_placement  # noqa: E402
+from reslint.placement import residual_placement  # noqa: E402
 from reslint.rules import run_rules  # noqa: E402
 from reslint.settings import Settings  # noqa: E402
-from reslint.trace.graph_facts import facts_from_capture, failing_add  # noqa: E402
+from reslint.trace.eager import failing_add  # noqa: E402
+from reslint.trace.graph_facts import facts_from_capture  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "fixtures" / "lessons" / "sublayer_connection.py"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reslint.facts import FileFacts, residual_placement
+from reslint.facts import FileFacts
+from reslint.placement import residual_placement
 from reslint.findings import Finding
 from reslint.settings import Settings
 

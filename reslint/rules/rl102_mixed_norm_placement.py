@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reslint.facts import FileFacts, placement_family, residual_placement
+from reslint.facts import FileFacts
+from reslint.placement import placement_family, residual_placement
 from reslint.findings import Finding, placement_label
 from reslint.settings import Settings
 

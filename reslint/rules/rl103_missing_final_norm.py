@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reslint.facts import FileFacts, placement_family
+from reslint.facts import FileFacts
+from reslint.placement import placement_family
 from reslint.findings import Finding
 from reslint.settings import Settings
 

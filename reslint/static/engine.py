@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack, combined_placement
+from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
+from reslint.placement import combined_placement
 from reslint.static import torch_api
 from itertools import product
 

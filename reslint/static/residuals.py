@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from reslint.placement import DIV, DROPOUT, MUL, OTHER, PASS, PROJECTION, ResidualView, Step, classify, settle_post
 from reslint.static import torch_api
 from reslint.static.graph import Graph, Node, ancestors, data_inputs, reaches, strip_passthrough
 from reslint.static.index import UNKNOWN, literal_number
@@ -69,12 +70,11 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
 
     skips = {id(residual.skip) for residual in residuals}
     for residual in residuals:
-        if residual.placement != "none":
-            continue
-        if _stream_continues(residual.add, skips):
-            continue  # the sum itself is the next residual's skip: any norm on it is that branch's pre-norm
-        if any(_same_block(residual.add, norm) for norm in norms_by_source.get(id(residual.add), [])):
-            residual.placement = "post"
+        if residual.placement == "none":
+            residual.placement = settle_post(
+                residual.placement, stream_continues=_stream_continues(residual.add, skips),
+                sum_normed_in_block=any(_same_block(residual.add, norm)
+                                        for norm in norms_by_source.get(id(residual.add), [])))
     # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
     # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
     streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
@@ -124,7 +124,7 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
                         and not _side_input(candidate, term, add)]
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
-                                 projection=False)
+                                 projection=None)
     for skip_index, (skip_root, walked) in enumerate(stripped):
         steps = _skip_path(skip_root)
         for depth in range(1, len(steps)):
@@ -134,9 +134,8 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
             branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
                         and not any(id(step) in ancestors(term) for step in steps[:depth])]
             if branches:
-                residual = _residual(add, skip_index, source, walked, branches, norms_by_source, projection=True)
-                residual.skip_normalised = any(step.op == "norm" or is_layer_norm(step) for step in steps[:depth])
-                return residual
+                return _residual(add, skip_index, source, walked, branches, norms_by_source,
+                                 projection=steps[:depth])
     return None
 
 
@@ -176,27 +175,37 @@ def _side_input(source: Node, term: Node, add: Node, streams: set[int] = frozens
 
 
 def _residual(add, skip_index, skip_root, walked, branches, norms_by_source, projection) -> Residual:
-    residual = Residual(add, skip_root, skip_index, branches, skip_projection=projection)
-    # Only a dropout inside the same module counts: an embedding dropout upstream is not on this skip path.
-    residual.dropout_on_skip = any(step.op == "dropout" and step.frames == add.frames for step in walked)
-    residual.skip_scaled = any(step.op in ("mul", "div") for step in walked)
+    """`projection`: the steps of a transformed skip path (`shortcut(x)`), None for an identity skip."""
     branch_nodes = [add.inputs[j] for j in branches]
-    residual.parallel = len(branches) > 1 or any(
-        root(b).op == "add" and len([t for t in root(b).inputs if reaches(t, skip_root, True)]) > 1
-        for b in branch_nodes)
-    residual.gated_branch = any(
-        any(step.op == "mul" for step in strip_passthrough(b, allow_scale=True)[1]) for b in branch_nodes)
-    pre_norms = []
-    for norm in norms_by_source.get(id(root(skip_root)), []):
-        if any(id(norm) in ancestors(b) for b in branch_nodes):
-            pre_norms.append(norm)
-    residual.pre_norms = pre_norms
-    branch_output_normed = all(is_layer_norm(strip_passthrough(b, allow_scale=True)[0]) for b in branch_nodes)
-    if pre_norms:
-        residual.placement = "sandwich" if branch_output_normed else "pre"
-    elif branch_output_normed:
-        residual.placement = "branch-post"
-    return residual
+    pre_norms = [norm for norm in norms_by_source.get(id(root(skip_root)), [])
+                 if any(id(norm) in ancestors(b) for b in branch_nodes)]
+    inner_parallel = [len([t for t in root(b).inputs if reaches(t, skip_root, True)])
+                      for b in branch_nodes if root(b).op == "add"]
+    view = ResidualView(
+        skip_path=tuple(_step(step, add) for step in walked),
+        branch_paths=tuple(tuple(_step(step, add) for step in strip_passthrough(b, allow_scale=True)[1])
+                           for b in branch_nodes),
+        branch_count=max([len(branches), *inner_parallel]),
+        pre_normed=bool(pre_norms),
+        branch_output_normed=all(is_layer_norm(strip_passthrough(b, allow_scale=True)[0]) for b in branch_nodes),
+        skip_projection=projection is not None,
+        projection_path=tuple(_step(step, add) for step in projection or ()),
+    )
+    decided = classify(view)
+    return Residual(add, skip_root, skip_index, branches, placement=decided.placement, parallel=decided.parallel,
+                    skip_scaled=decided.skip_scaled, skip_projection=view.skip_projection,
+                    skip_normalised=decided.skip_normalised, gated_branch=decided.gated_branch,
+                    dropout_on_skip=decided.dropout_on_skip, pre_norms=pre_norms)
+
+
+def _step(node: Node, add: Node) -> Step:
+    """A dataflow node as the placement classifier sees it; a dropout is the add's own when it runs in
+    the same inlined module call."""
+    if node.op in (DROPOUT, MUL, DIV, PASS):
+        kind = node.op
+    else:
+        kind = PROJECTION if _is_projection(node) else OTHER
+    return Step(kind, own=node.frames == add.frames, normalises=node.op == "norm" or is_layer_norm(node))
 
 
 # ----- widths ---------------------------------------------------------------------------------

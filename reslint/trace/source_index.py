@@ -1,0 +1,87 @@
+"""Where things are written in the checked file, from `ast`: add expressions and their operands per
+line, calls per line, and the `self.attr = ...` assignments and constructor calls of each class."""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+
+class SourceIndex:
+    """Columns of add expressions per line and `self.attr = ...` lines per class, from `ast`."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.adds: dict[int, list[int]] = {}
+        self.terms: dict[int, list[tuple[str, str]]] = {}
+        self.calls: dict[int, list[tuple[str, int]]] = {}
+        self.constructions: dict[tuple[str, str], tuple[int, int]] = {}
+        self.attributes: dict[tuple[str, str], int] = {}
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) or isinstance(node, ast.AugAssign) \
+                    and isinstance(node.op, ast.Add):
+                self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
+                left = node.left if isinstance(node, ast.BinOp) else node.target
+                right = node.right if isinstance(node, ast.BinOp) else node.value
+                self.terms.setdefault(node.lineno, []).append(
+                    (ast.get_source_segment(text, left) or "", ast.get_source_segment(text, right) or ""))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "add", "add_"):
+                self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
+            if isinstance(node, ast.Call):
+                func = ast.get_source_segment(text, node.func) or ""
+                self.calls.setdefault(node.lineno, []).append((func, node.col_offset + 1))
+            if isinstance(node, ast.ClassDef):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Call):
+                        callee = getattr(inner.func, "attr", getattr(inner.func, "id", ""))
+                        self.constructions.setdefault((node.name, callee), (inner.lineno, inner.col_offset + 1))
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Assign):
+                        for target in inner.targets:
+                            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                    and target.value.id == "self":
+                                self.attributes.setdefault((node.name, target.attr),
+                                                           (inner.value.lineno, inner.value.col_offset + 1))
+
+    @staticmethod
+    def of(path: str) -> SourceIndex | None:
+        return source_index(path)
+
+    def column(self, line: int, kind: str) -> int:
+        if kind == "add" and line in self.adds:
+            return min(self.adds[line])
+        if 0 < line <= len(self.lines):
+            text = self.lines[line - 1]
+            return len(text) - len(text.lstrip()) + 1
+        return 1
+
+    def call_column(self, line: int, attr: str) -> int:
+        """Column of the call on `line` whose callee mentions `attr` (`self.blocks[i](x)`)."""
+        for func, column in sorted(self.calls.get(line, []), key=lambda c: -c[1]):
+            if attr and attr in func:
+                return column
+        return self.column(line, "")
+
+    def add_terms(self, line: int) -> tuple[str, str] | None:
+        """(left, right) source text of the one `a + b` on the line (the outermost when chained)."""
+        found = self.terms.get(line) or []
+        return found[0] if found else None
+
+    def attribute_line(self, owner: str, attr: str) -> int | None:
+        found = self.attributes.get((owner, attr))
+        return found[0] if found else None
+
+    def attribute_column(self, owner: str, attr: str) -> int:
+        found = self.attributes.get((owner, attr))
+        return found[1] if found else 1
+
+
+@lru_cache(maxsize=64)
+def source_index(path: str) -> SourceIndex | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return SourceIndex(handle.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None

@@ -1,0 +1,76 @@
+"""Both engines classify residual placement with one classifier (reslint.placement): on every fixture
+and example both can handle, the static engine and the trace engine give each residual add the same label.
+
+"Both can handle": the trace engine builds and traces the file's models itself, and the static engine
+reports a residual add at the same line. Labels are compared per add and per stack.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import libcst as cst  # noqa: E402
+
+from reslint.placement import combined_placement, residual_placement  # noqa: E402
+from reslint.settings import Settings  # noqa: E402
+from reslint.static.engine import extract_facts  # noqa: E402
+from reslint.trace.engine import trace_file  # noqa: E402
+from reslint.trace.graph_facts import facts_from_capture  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+# They hang, crash or raise when imported (fixtures/hostile/), do not parse (fixtures/errors/), or are
+# training scripts and fix inputs, not models.
+SKIPPED = ("fixtures/hostile/", "fixtures/errors/", "fixtures/warmup/", "fixtures/fixes/")
+
+
+def model_files() -> list[Path]:
+    files = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py"))
+    return [path for path in files if not path.relative_to(ROOT).as_posix().startswith(SKIPPED)]
+
+
+def labels(facts) -> tuple[dict, dict]:
+    """{line: labels of the adds there} and {stack key: label}. A stack chosen by a flag the static engine
+    cannot evaluate is "configurable" there; the trace engine sees the one that was built."""
+    adds: dict[int, set] = {}
+    for add in facts.residuals:
+        if not add.builtin:
+            adds.setdefault(add.span.line, set()).add(residual_placement(add))
+    stacks = {key: combined_placement(facts.residuals_of_stack(key)) for key, stack in facts.stacks.items()
+              if not stack.builtin_placement}
+    return adds, {key: label for key, label in stacks.items() if label != "configurable"}
+
+
+def disagreements(path: Path) -> tuple[list[str], int]:
+    """What the engines label differently, and how many adds and stacks both labelled."""
+    relative = path.relative_to(ROOT).as_posix()
+    static_adds, static_stacks = labels(extract_facts(relative, cst.parse_module(path.read_text()), str(path)))
+    traced = trace_file(relative, path.read_bytes(), Settings(static=False), source_path=str(path))
+    found, compared = [], 0
+    for capture in traced.captures:
+        trace_adds, trace_stacks = labels(facts_from_capture(capture, relative))
+        for where, ours, theirs in ((f"{relative}:", static_adds, trace_adds), (f"{relative} ", static_stacks,
+                                                                                  trace_stacks)):
+            both = sorted(set(ours) & set(theirs))
+            compared += len(both)
+            found += [f"{where}{key} ({capture.model_name}): static {ours[key]}, trace {theirs[key]}"
+                      for key in both if ours[key] != theirs[key]]
+    return found, compared
+
+
+@pytest.mark.agreement
+@pytest.mark.parametrize("path", model_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_both_engines_give_the_same_placement(path):
+    found, compared = disagreements(path)
+    if not compared:
+        pytest.skip("no residual add or stack that both engines label (models not built, or none)")
+    assert found == []
+
+
+if __name__ == "__main__":  # what each file compares: python tests/test_placement_agreement.py
+    for path in model_files():
+        print(path.relative_to(ROOT).as_posix(), *disagreements(path), flush=True)
