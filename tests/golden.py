@@ -28,7 +28,8 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
     relative = path.relative_to(ROOT).as_posix()
     if relative.startswith(("fixtures/warmup/", "fixtures/fixes/RL301/")):
         return render_linked(path)
-    if relative.startswith("fixtures/final_norm/") and path.parent.name != "final_norm":
+    if relative.startswith("fixtures/final_norm/") and path.parent.name != "final_norm" or relative.startswith(
+            "fixtures/project/"):
         return render_linked(path, project=True)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.

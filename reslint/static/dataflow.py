@@ -169,8 +169,12 @@ class Evaluator:
         return self.graph
 
     def evaluate_function(self, func: cst.FunctionDef, owner: str = "") -> Graph:
+        """A free function's graph; a parameter with a number default (`eps=1e-5`) holds that number."""
         scope = Scope(None, None, (Frame("module", owner),) if owner else (), ())
-        args = self._fresh_params(func, scope, skip_self=False)
+        params = list(func.params.posonly_params) + list(func.params.params)
+        args = [Const(default) if isinstance(default := self.index.fold(None, param.default), (int, float))
+                and not isinstance(default, bool) and param.default is not None else fresh
+                for param, fresh in zip(params, self._fresh_params(func, scope, skip_self=False))]
         result = self._run_function(func, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
@@ -1101,7 +1105,7 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             if not nodes:
                 return UNKNOWN_VALUE
-            kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else None
+            kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else self.index.imported_norm_kind(qualified)
             if kind is not None:
                 return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
             if last[:1].isupper() and (last.endswith("Output") or last.endswith("Outputs") or kwargs):

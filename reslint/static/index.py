@@ -14,6 +14,8 @@ import libcst as cst
 from reslint.static import torch_api
 
 UNKNOWN = object()
+# torch modules a model class may derive from without writing its own forward (`class Layer(nn.TransformerEncoderLayer)`)
+TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
 
 @dataclass(eq=False)
@@ -62,6 +64,7 @@ class FileIndex:
     def __init__(self, module: cst.Module, source_path: str | None = None):
         """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
         self.module = module
+        self.source_path = source_path
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
@@ -70,9 +73,9 @@ class FileIndex:
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
         if source_path is not None:
-            from reslint.static.config_sources import imported_config_indexes
+            from reslint.project_index import ProjectIndex
 
-            found = imported_config_indexes(self, source_path)
+            found = ProjectIndex.for_file(source_path).imported_configs(self, source_path)
             self.config_reads = [path for path, _ in found]
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
@@ -151,13 +154,38 @@ class FileIndex:
                 return qualified[len(alias):]
         return None
 
+    def builds_copies(self, qualified: str) -> bool:
+        """Whether the function `qualified` names (of this file, or of another project file through the
+        project index) returns a ModuleList/Sequential of copies of its first argument, as `clones` does."""
+        if qualified in self.functions:
+            return copies_first_argument(self, self.functions[qualified])
+        if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
+            return False
+        from reslint.project_index import ProjectIndex
+
+        project = ProjectIndex.for_file(self.source_path)
+        resolved = project.resolve(self.source_path, qualified)
+        other = project.file_index(resolved[0]) if resolved is not None else None
+        function = other.functions.get(resolved[1]) if other is not None else None
+        return function is not None and copies_first_argument(other, function)
+
+    def imported_norm_kind(self, qualified: str) -> str | None:
+        """The norm kind of a function imported from another project file that computes a norm by hand
+        (`from .functional import fast_layer_norm`), else None."""
+        if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
+            return None
+        from reslint.project_index import ProjectIndex
+
+        return ProjectIndex.for_file(self.source_path).norm_function_kind(self.source_path, qualified)
+
     # ----- classes -------------------------------------------------------------
 
     def is_module_class(self, info: ClassInfo, seen: frozenset = frozenset()) -> bool:
         if self.method(info, "forward") is not None:
             return True
         for base in info.bases:
-            if base.endswith("Module") or base.endswith("PreTrainedModel"):
+            if base.endswith("Module") or base.endswith("PreTrainedModel") or (
+                    torch_api.torch_member(base) in TORCH_MODULE_BASES):
                 return True
             local = self.classes.get(base)
             if local is not None and local.name not in seen and self.is_module_class(local, seen | {info.name}):
@@ -278,7 +306,8 @@ class FileIndex:
             if self.is_module_class(self.classes[qualified]):
                 return ModuleSpec("local", qualified, expr, info, tuple(expr.args))
             return None
-        if qualified is not None and qualified.split(".")[-1] in ("clones", "_get_clones", "get_clones") and expr.args:
+        if qualified is not None and expr.args and (qualified.split(".")[-1] in ("clones", "_get_clones", "get_clones")
+                                                    or self.builds_copies(qualified)):
             element = self.spec_from_expr(info, expr.args[0].value, local_specs)
             depth = self.fold_int(info, expr.args[1].value) if len(expr.args) > 1 else None
             return ModuleSpec("container", "ModuleList", expr, info, tuple(expr.args),
@@ -450,6 +479,27 @@ class FileIndex:
         if len(values) == 1:
             return values.pop()
         return UNKNOWN
+
+
+def copies_first_argument(index: FileIndex, function: cst.FunctionDef) -> bool:
+    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or nn.Sequential(*...)), where
+    `module` is the function's first parameter."""
+    params = list(function.params.posonly_params) + list(function.params.params)
+    if not params:
+        return False
+    first = params[0].name.value
+    for statement in function.body.body if isinstance(function.body, cst.IndentedBlock) else ():
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            value = small.value if isinstance(small, cst.Return) else None
+            if not isinstance(value, cst.Call) or index.torch_member(value.func) not in ("ModuleList", "Sequential"):
+                continue
+            for arg in value.args:
+                element = arg.value.elt if isinstance(arg.value, (cst.ListComp, cst.GeneratorExp)) else None
+                if (isinstance(element, cst.Call) and (index.qualified(element.func) or "").split(".")[-1] == "deepcopy"
+                        and element.args and isinstance(element.args[0].value, cst.Name)
+                        and element.args[0].value.value == first):
+                    return True
+    return False
 
 
 def dotted_name(node: cst.BaseExpression) -> str:

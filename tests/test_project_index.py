@@ -1,4 +1,5 @@
-"""reslint.project_imports: the project files a file imports, read statically."""
+"""reslint.project_index: the one import resolver (the files a file imports, what a name resolves to,
+where a class is built, what the trace loader puts on sys.path), read statically."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from pathlib import Path
 
 from cli_support import write
 
-from reslint.project_imports import project_dependencies
+from reslint.project_index import ProjectIndex
 
 
 def deps(root: Path, path: str) -> list[str]:
-    return [found.relative_to(root).as_posix() for found in project_dependencies(root / path, root)]
+    return [found.relative_to(root).as_posix() for found in ProjectIndex.for_file(root / path, root).dependencies(root / path)]
 
 
 def test_a_script_imports_its_neighbours_transitively(tmp_path):

@@ -1,0 +1,482 @@
+"""The project index: the files of the checked project, read once, and the one import resolver.
+
+Every place that needs another file of the project asks here: the static engine (a config
+class's defaults, whether a class is built by a sequence model elsewhere), the project stage
+(`reslint.project`: which file a training script's model import names), the trace cache (which
+files a traced result depends on) and the trace loader (what goes on `sys.path` while a file
+is imported). So they cannot disagree about where `from utils import clones` leads.
+
+Resolution follows how the project runs, never by importing it:
+
+- the project root is the nearest directory above the file with pyproject.toml, setup.cfg,
+  setup.py or .git (else the configured root);
+- a file's search path is, in order, the directory above the outermost package holding the
+  file (`python -m pkg.model`), the file's own directory (`python sub/train.py`), the project
+  root and the configured root (`pip install -e .` or running from the root), and their `src/`;
+- relative imports start from the importing file's package; `from pkg import Name` follows a
+  package `__init__`'s re-exports to the file that defines `Name`.
+
+Files are read lazily and kept per content: an edited file is read again, an unchanged one never.
+Nothing here imports or runs the project's code.
+
+Interface: `ProjectIndex.for_file(path, root)` (one index per project root, shared),
+`index.resolve(importer, dotted)` -> (file, name), `index.module_file(importer, module, level)`,
+`index.file_index(path)` (the libcst `FileIndex` of a file), `index.dependencies(path)` (the
+project files importing `path` runs) and `index.construction_sites(path, class_name)` (where the
+project builds a class: for model discovery and for facts that need the classes around a class).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import warnings
+from collections import deque
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
+MAX_REEXPORT_HOPS = 8
+IMPORT_CLAUSE = re.compile(rb"\bimport[ \t]+(\([^)]*\)|[^\n]*)")
+WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ImportStatement:
+    module: str  # dotted, "" for `from . import x`
+    level: int  # 0 absolute, 1 for `.`, 2 for `..`
+    names: tuple[str, ...]  # `from module import a, b` (a name may be a submodule); () for `import module`
+    local_names: tuple[str, ...] = ()  # what each of `names` is called in the file (`import a as b`: "b")
+
+
+@dataclass(frozen=True)
+class ConstructionSite:
+    """A call that builds a class: `ConvModule(dim)` in `path`, inside `scope` (a class or function name)."""
+
+    path: Path
+    line: int
+    scope: str  # the enclosing top-level class or function ("" at module level)
+    scope_is_class: bool
+
+
+def project_root(path: str | os.PathLike, fallback: str | os.PathLike | None = None) -> Path:
+    """The nearest directory above `path` that marks a project; `fallback` (or the file's directory) if none."""
+    start = Path(os.path.abspath(path))
+    marked = marked_directory(start.parent)
+    if marked is not None:
+        return marked
+    if fallback is not None:
+        return Path(os.path.abspath(fallback))
+    base = package_base(start.parent)  # an installed package: the package itself, not all of site-packages
+    return base / start.relative_to(base).parts[0] if base is not None else start.parent
+
+
+@lru_cache(maxsize=1024)
+def marked_directory(directory: Path) -> Path | None:
+    """`directory` or its nearest parent holding a project marker (kept per directory: asked for every file)."""
+    if any((directory / marker).exists() for marker in PROJECT_MARKERS):
+        return directory
+    return None if directory.parent == directory else marked_directory(directory.parent)
+
+
+def package_base(directory: Path) -> Path | None:
+    """The directory above the outermost package containing `directory`, or None outside packages."""
+    if not (directory / "__init__.py").is_file():
+        return None
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def search_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> list[Path]:
+    """Where an absolute import in `path` is looked for, in order (see the module docstring)."""
+    file = Path(os.path.abspath(path))
+    marked = project_root(file, root)
+    entries = []
+    base = package_base(file.parent)
+    if base is not None:
+        entries.append(base)
+    entries += [file.parent, marked]
+    if root is not None:
+        entries.append(Path(os.path.abspath(root)))
+    entries += [entry / "src" for entry in entries[-2:] if (entry / "src").is_dir()]
+    return list(dict.fromkeys(entries))
+
+
+def module_name(path: str | os.PathLike) -> tuple[str, Path] | None:
+    """(dotted name, directory to import it from) for a file inside a package; None outside packages."""
+    file = Path(os.path.abspath(path))
+    base = package_base(file.parent)
+    if base is None:
+        return None
+    parts = list(file.relative_to(base).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts), base
+
+
+def is_under(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+class ProjectIndex:
+    """The files of one project (see the module docstring)."""
+
+    _shared: dict[tuple[Path, Path | None], ProjectIndex] = {}
+
+    def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None):
+        self.root = Path(os.path.abspath(root))
+        self.configured_root = configured_root
+        self._trees: dict[tuple[Path, str], ast.Module | None] = {}
+        self._import_words: dict[tuple[Path, int, int], frozenset[str]] = {}
+        self._indexes: dict[tuple[Path, str], object] = {}
+        self._facts: dict[tuple, object] = {}
+        self._files: list[Path] | None = None
+
+    @classmethod
+    def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
+        """The shared index of the project `path` belongs to."""
+        key = (project_root(path, root), Path(os.path.abspath(root)) if root is not None else None)
+        if key not in cls._shared:
+            if len(cls._shared) > 64:
+                cls._shared.clear()
+            cls._shared[key] = cls(key[0], root)
+        return cls._shared[key]
+
+    @classmethod
+    def for_paths(cls, paths, root: str | os.PathLike | None = None) -> list[ProjectIndex]:
+        """The indexes of the projects the checked paths belong to (usually one)."""
+        return list({id(index): index for index in (cls.for_file(path, root) for path in paths)}.values())
+
+    # ----- reading files (cached per content) ------------------------------------------------
+
+    def source(self, path: Path) -> bytes | None:
+        from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
+        try:
+            return read_project_file(path, None, MAX_SOURCE_BYTES)
+        except (OSError, ValueError):
+            return None
+
+    def syntax_tree(self, path: Path) -> ast.Module | None:
+        """The file's `ast` tree (cheap next to libcst's): for imports and call sites."""
+        source = self.source(path)
+        if source is None:
+            return None
+        key = (path, hashlib.sha1(source).hexdigest())
+        if key not in self._trees:
+            if len(self._trees) > 4096:
+                self._trees.clear()
+            self._trees[key] = parse_quietly(source, path)
+        return self._trees[key]
+
+    def imported_words(self, path: Path) -> frozenset[str]:
+        """The words of the file's import statements, from its text (a superset of the names it imports;
+        cheap enough to ask of every file of a large project, and kept while the file is unchanged)."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return frozenset()
+        key = (path, status.st_mtime_ns, status.st_size)
+        if key not in self._import_words:
+            source = self.source(path) or b""
+            words = {word.decode() for clause in IMPORT_CLAUSE.findall(source) for word in WORD.findall(clause)}
+            self._import_words[key] = frozenset(words)
+        return self._import_words[key]
+
+    def imports(self, path: Path) -> list[ImportStatement]:
+        """Every import statement of the file, wherever it is (a function, `if TYPE_CHECKING:`, a `try:`)."""
+        tree = self.syntax_tree(path)
+        return read_imports(tree) if tree is not None else []
+
+    def imported_configs(self, index, path: str | os.PathLike) -> list[tuple[str, object]]:
+        """(path, index) of each project file defining a class `index` (the file at `path`) imports that is
+        not a module: config classes, whose fields' and `__init__` arguments' defaults the file reads."""
+        importer = Path(os.path.abspath(path))
+        found = {}
+        for local, dotted in index.aliases.items():
+            if not local[:1].isupper() or "." not in dotted.lstrip(".") and not dotted.startswith("."):
+                continue
+            resolved = self.resolve(importer, dotted)
+            if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
+                continue
+            other = self.file_index(resolved[0])
+            info = other.classes.get(resolved[1]) if other is not None else None
+            if info is not None and not other.is_module_class(info):
+                found[str(resolved[0])] = other
+        return sorted(found.items())
+
+    def file_index(self, path: str | os.PathLike):
+        """The static index (`reslint.static.index.FileIndex`) of a project file; None when it does not parse."""
+        import libcst as cst
+
+        from reslint.static.index import FileIndex
+
+        path = Path(os.path.abspath(path))
+        source = self.source(path)
+        if source is None:
+            return None
+        key = (path, hashlib.sha1(source).hexdigest())
+        if key not in self._indexes:
+            if len(self._indexes) > 512:
+                self._indexes.clear()
+                self._facts.clear()  # keyed by the identity of an index
+            try:
+                self._indexes[key] = FileIndex(cst.parse_module(source.decode("utf-8")))
+            except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+                self._indexes[key] = None
+        return self._indexes[key]
+
+    def norm_function_kind(self, importer: str | os.PathLike, dotted: str) -> str | None:
+        """The norm kind of the project function `dotted` names in `importer`, when it normalises its first
+        argument by hand (a LayerNorm written as a free function); else None."""
+        resolved = self.resolve(importer, dotted)
+        if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
+            return None
+        index = self.file_index(resolved[0])
+        function = index.functions.get(resolved[1]) if index is not None else None
+        if function is None:
+            return None
+        key = (resolved[0], resolved[1], id(index))
+        if key not in self._facts:
+            from reslint.static.norms import classify_norm_function
+            from reslint.static.positions import SourceMap
+
+            self._facts[key] = None  # recursion guard: a function calling itself through imports
+            try:
+                self._facts[key] = classify_norm_function(index, SourceMap(index.module), str(resolved[0]), function)
+            except Exception:  # noqa: BLE001 - a function the engine cannot follow is simply not a norm
+                self._facts[key] = None
+        return self._facts[key]
+
+    def is_module_class(self, path: Path, name: str) -> bool:
+        index = self.file_index(path)
+        info = index.classes.get(name) if index is not None else None
+        return info is not None and index.is_module_class(info)
+
+    def static_facts(self, path: Path):
+        """The static engine's facts of another project file (not looking further at who builds its classes)."""
+        from reslint.static.engine import extract_facts
+
+        index = self.file_index(path)
+        if index is None:
+            return None
+        key = (path, "facts", id(index))
+        if key not in self._facts:
+            try:
+                self._facts[key] = extract_facts(str(path), index.module, str(path), builders=False)
+            except Exception:  # noqa: BLE001 - a neighbour the engine cannot read only means fewer facts
+                self._facts[key] = None
+        return self._facts[key]
+
+    def python_files(self) -> list[Path]:
+        """The project's Python files (skipped directories left out), walked once."""
+        from reslint.discovery import is_skipped_dir
+
+        if self._files is None:
+            found: list[Path] = []
+            for current, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
+                found.extend(Path(current, name) for name in sorted(filenames) if name.endswith(".py"))
+                if len(found) > MAX_SCANNED_FILES:
+                    break
+            self._files = found[:MAX_SCANNED_FILES]
+        return self._files
+
+    # ----- resolution --------------------------------------------------------------------------
+
+    def module_file(self, importer: str | os.PathLike, module: str, level: int = 0) -> Path | None:
+        """The file `import module` (or `from .module`, with `level` dots) names from `importer`:
+        `a/b.py` or `a/b/__init__.py`. None when it is not a project file."""
+        found = self._walk_from(Path(os.path.abspath(importer)), module, level)
+        if found is None:
+            return None
+        files, package = found
+        if package is None:
+            return files[-1]
+        init = package / "__init__.py"
+        return init if init.is_file() else None  # a namespace package has no file
+
+    def resolve(self, importer: str | os.PathLike, dotted: str) -> tuple[Path, str] | None:
+        """`model.GPT` / `.layers.Block` / `pkg.GPT` as imported in `importer` -> (file defining it, name).
+
+        Follows a package `__init__`'s re-exports; a name no file defines resolves to the module that
+        should hold it (a class of an unreadable file still names its file)."""
+        level = len(dotted) - len(dotted.lstrip("."))
+        if not level and "." not in dotted:
+            return Path(os.path.abspath(importer)), dotted
+        module, _, name = dotted[level:].rpartition(".")
+        target = self.module_file(importer, module, level)
+        if target is None:
+            return None
+        submodule = self._submodule(target, name)
+        if submodule is not None:
+            return submodule, ""
+        return self._defining(target, name)
+
+    def _defining(self, path: Path, name: str, hops: int = 0) -> tuple[Path, str]:
+        index = self.file_index(path)
+        if index is None or hops >= MAX_REEXPORT_HOPS or name in index.classes or name in index.functions:
+            return path, name
+        source = index.aliases.get(name)
+        if source is None or "." not in source.lstrip(".") and not source.startswith("."):
+            return path, name
+        level = len(source) - len(source.lstrip("."))
+        module, _, original = source[level:].rpartition(".")
+        target = self.module_file(path, module, level)
+        if target is None or target == path:
+            return path, name
+        return self._defining(target, original, hops + 1)
+
+    def _submodule(self, module_path: Path, name: str) -> Path | None:
+        if module_path.name != "__init__.py" or not name.isidentifier():
+            return None
+        for candidate in (module_path.parent / name / "__init__.py", module_path.parent / f"{name}.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _walk_from(self, importer: Path, module: str, level: int) -> tuple[list[Path], Path | None] | None:
+        parts = module.split(".") if module else []
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            return walk(base, parts)
+        for directory in search_path(importer, self.configured_root):
+            found = walk(directory, parts)
+            if found is not None:
+                return found
+        return None
+
+    # ----- what a file depends on, and who builds a class -----------------------------------------
+
+    def dependencies(self, path: str | os.PathLike) -> list[Path]:
+        """The project files importing `path` runs, directly or through other project files: sorted
+        absolute paths under the project root, `path` itself left out. A file that cannot be read or
+        parsed is listed (when imported) but its own imports are not followed."""
+        entry = Path(os.path.abspath(path))
+        found: set[Path] = set()
+        queue: deque[Path] = deque([entry, *enclosing_package_inits(entry)])
+        seen: set[Path] = set(queue)
+        while queue:
+            current = queue.popleft()
+            if current != entry:
+                found.add(current)
+            if not is_under(current, self.root):
+                continue  # a file outside the project is listed by nobody, nor followed
+            for dependency in self._files_imported(current, entry):
+                if dependency not in seen:
+                    seen.add(dependency)
+                    queue.append(dependency)
+        return sorted(dependency for dependency in found if is_under(dependency, self.root))
+
+    def _files_imported(self, path: Path, entry: Path) -> list[Path]:
+        files: list[Path] = []
+        for statement in self.imports(path):
+            # Absolute imports resolve against the entry file's search path: the one sys.path of the run.
+            found = self._walk_from(path if statement.level else entry, statement.module, statement.level)
+            if found is None:
+                continue
+            files.extend(found[0])
+            if found[1] is not None:
+                files.extend(module for name in statement.names
+                             if (module := self._submodule(found[1] / "__init__.py", name)) is not None)
+        return list(dict.fromkeys(files))
+
+    def construction_sites(self, path: str | os.PathLike, class_name: str) -> list[ConstructionSite]:
+        """Every call in the project of the class (or function) `class_name` defined in `path`: found by
+        name, then confirmed through the caller's imports (a same-named class elsewhere does not count)."""
+        target = Path(os.path.abspath(path))
+        sites = []
+        for candidate in self.python_files():
+            if candidate == target or class_name not in self.imported_words(candidate):
+                continue
+            local = {local for statement in self.imports(candidate) if statement.level or statement.module
+                     for name, local in zip(statement.names, statement.local_names) if name == class_name
+                     and self.resolve(candidate, "." * statement.level + f"{statement.module}.{name}".lstrip("."))
+                     == (target, class_name)}
+            tree = self.syntax_tree(candidate) if local else None
+            if tree is not None:
+                sites.extend(calls_of(candidate, tree, local))
+        return sites
+
+
+def calls_of(path: Path, tree: ast.Module, names: set[str]) -> list[ConstructionSite]:
+    """The calls of `names` in a module, with the top-level class or function each is in."""
+    sites = []
+    for statement in tree.body:
+        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+                sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
+    return sites
+
+
+def parse_quietly(source: bytes, path: Path) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of the code read are not ours to show
+            return ast.parse(source, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def read_imports(tree: ast.Module) -> list[ImportStatement]:
+    imports = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports.extend(ImportStatement(alias.name, 0, (), (alias.asname or alias.name.split(".")[0],))
+                           for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            aliases = [alias for alias in node.names if alias.name != "*"]
+            imports.append(ImportStatement(node.module or "", node.level or 0, tuple(alias.name for alias in aliases),
+                                           tuple(alias.asname or alias.name for alias in aliases)))
+    return imports
+
+
+def enclosing_package_inits(entry: Path) -> list[Path]:
+    """The `__init__.py` files importing `entry` as a package module runs."""
+    inits = []
+    directory = entry.parent
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        if directory / "__init__.py" != entry:
+            inits.append(directory / "__init__.py")
+        directory = directory.parent
+    return inits
+
+
+def walk(directory: Path, parts: list[str]) -> tuple[list[Path], Path | None] | None:
+    """What importing the dotted `parts` from `directory` runs: the package `__init__` files on the way and
+    the module itself, and the package directory when the name is a package (None for a module).
+    None when the name does not resolve there; skipped directories (virtualenvs, caches) never resolve."""
+    from reslint.discovery import is_skipped_dir
+
+    files: list[Path] = []
+    for position, part in enumerate(parts):
+        if not part.isidentifier():
+            return None
+        package = directory / part
+        if package.is_dir() and is_skipped_dir(package):
+            return None
+        if (package / "__init__.py").is_file():
+            files.append(package / "__init__.py")
+            directory = package
+        elif position == len(parts) - 1 and (directory / f"{part}.py").is_file():
+            files.append(directory / f"{part}.py")
+            return files, None
+        elif package.is_dir():
+            directory = package  # a namespace package: nothing runs
+        else:
+            return None
+    return files, directory
