@@ -100,10 +100,9 @@ def search_path(path: str | os.PathLike, root: str | os.PathLike | None = None) 
     base = package_base(file.parent)
     if base is not None:
         entries.append(base)
-    entries += [file.parent, marked]
-    if root is not None:
-        entries.append(Path(os.path.abspath(root)))
-    entries += [entry / "src" for entry in entries[-2:] if (entry / "src").is_dir()]
+    roots = [marked] + ([Path(os.path.abspath(root))] if root is not None else [])
+    entries += [file.parent, *roots]
+    entries += [entry / "src" for entry in roots if (entry / "src").is_dir()]
     return list(dict.fromkeys(entries))
 
 
@@ -119,6 +118,11 @@ def module_name(path: str | os.PathLike) -> tuple[str, Path] | None:
     if not parts or not all(part.isidentifier() for part in parts):
         return None
     return ".".join(parts), base
+
+
+def project_path(path: str | os.PathLike) -> Path:
+    """The absolute path the index keys a file by."""
+    return Path(os.path.abspath(path))
 
 
 def is_under(path: Path, root: Path) -> bool:
@@ -152,11 +156,6 @@ class ProjectIndex:
                 cls._shared.clear()
             cls._shared[key] = cls(key[0], root)
         return cls._shared[key]
-
-    @classmethod
-    def for_paths(cls, paths, root: str | os.PathLike | None = None) -> list[ProjectIndex]:
-        """The indexes of the projects the checked paths belong to (usually one)."""
-        return list({id(index): index for index in (cls.for_file(path, root) for path in paths)}.values())
 
     # ----- reading files (cached per content) ------------------------------------------------
 
@@ -395,30 +394,58 @@ class ProjectIndex:
         return list(dict.fromkeys(files))
 
     def construction_sites(self, path: str | os.PathLike, class_name: str) -> list[ConstructionSite]:
-        """Every call in the project of the class (or function) `class_name` defined in `path`: found by
-        name, then confirmed through the caller's imports (a same-named class elsewhere does not count)."""
+        """Every call in the project of the class (or function) `class_name` defined in `path`, in its own
+        file too (`__main__` blocks, factories): `Name(...)` after `from module import Name [as Alias]`,
+        `module.Name(...)` after `import module` or `from package import module`. Found by name, then
+        confirmed through the caller's imports (a same-named class elsewhere does not count)."""
         target = Path(os.path.abspath(path))
         sites = []
         for candidate in self.python_files():
-            if candidate == target or class_name not in self.imported_words(candidate):
+            if candidate == target:
+                tree = self.syntax_tree(target)
+                sites.extend(calls_of(target, tree, {class_name}, set(), class_name) if tree is not None else ())
                 continue
-            local = {local for statement in self.imports(candidate) if statement.level or statement.module
-                     for name, local in zip(statement.names, statement.local_names) if name == class_name
-                     and self.resolve(candidate, "." * statement.level + f"{statement.module}.{name}".lstrip("."))
-                     == (target, class_name)}
-            tree = self.syntax_tree(candidate) if local else None
+            if class_name not in self.imported_words(candidate) and target.stem not in self.imported_words(candidate):
+                continue
+            names, modules = self._bindings(candidate, target, class_name)
+            tree = self.syntax_tree(candidate) if names or modules else None
             if tree is not None:
-                sites.extend(calls_of(candidate, tree, local))
+                sites.extend(calls_of(candidate, tree, names, modules, class_name))
         return sites
 
+    def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
+        """The local names `candidate` binds to the class, and to the module defining it."""
+        names, modules = set(), set()
+        for statement in self.imports(candidate):
+            prefix = "." * statement.level + statement.module
+            if not statement.names:  # `import a.b as m` binds m to a.b; `import a.b` binds only a
+                if statement.local_names[0] != statement.module.split(".")[0] or "." not in statement.module:
+                    if self.module_file(candidate, statement.module) == target:
+                        modules.add(statement.local_names[0])
+                continue
+            for name, local in zip(statement.names, statement.local_names):
+                dotted = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
+                resolved = self.resolve(candidate, dotted) if name in (class_name, target.stem) else None
+                if resolved == (target, class_name):
+                    names.add(local)
+                elif resolved == (target, ""):
+                    modules.add(local)
+        return names, modules
 
-def calls_of(path: Path, tree: ast.Module, names: set[str]) -> list[ConstructionSite]:
-    """The calls of `names` in a module, with the top-level class or function each is in."""
+
+def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str], attribute: str) -> list[ConstructionSite]:
+    """The calls `Name(...)` of `names` and `module.attribute(...)` of `modules`, with the top-level class or
+    function each is in."""
     sites = []
     for statement in tree.body:
         scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
         for node in ast.walk(statement):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in names or (
+                    isinstance(func, ast.Attribute) and func.attr == attribute and isinstance(func.value, ast.Name)
+                    and func.value.id in modules):
                 sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
     return sites
 

@@ -105,14 +105,15 @@ class StaticExtractor:
         (a metric, input scaling) is not a norm layer."""
         if not self.builders:
             return
-        from reslint.project_index import ProjectIndex
+        from reslint.project_index import ProjectIndex, project_path
 
         project = None
         for name, function in self.index.functions.items():
             if "norm" not in name.lower() or not any(word in self.positions.code(function) for word in STATISTIC_WORDS):
                 continue
             project = project or ProjectIndex.for_file(self.source_path)
-            callers = [site for site in project.construction_sites(self.source_path, name) if site.scope_is_class]
+            callers = [site for site in project.construction_sites(self.source_path, name)
+                       if site.scope_is_class and site.path != project_path(self.source_path)]
             if not any(project.is_module_class(site.path, site.scope) for site in callers):
                 continue
             self.facts.reads.extend(dict.fromkeys(str(site.path) for site in callers))
@@ -447,12 +448,14 @@ class StaticExtractor:
         convolution module lives in its own file; the attention that makes it a sequence model in another)."""
         if not self.builders:
             return ()
-        from reslint.project_index import ProjectIndex
+        from reslint.project_index import ProjectIndex, project_path
 
         project = ProjectIndex.for_file(self.source_path)
         markers: list[str] = []
         for site in project.construction_sites(self.source_path, name):
-            facts = project.static_facts(site.path) if site.scope_is_class else None
+            if not site.scope_is_class or site.path == project_path(self.source_path):
+                continue  # this file's own classes are in the model's closure already
+            facts = project.static_facts(site.path)
             if facts is None:
                 continue
             self.facts.reads.append(str(site.path))
