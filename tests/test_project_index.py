@@ -180,6 +180,7 @@ STATIC_FINDINGS = [
      f"`Seq2Seq` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
     ("config_post/model.py", 15, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conv.py", 13, "RL201", SEQUENCE_BATCHNORM),
+    ("enum_flag/layer.py", 16, "RL101", f"`Layer` uses Post-LN: the norm follows `x + self.mlp(x)`; {POST_LN_TAIL}"),
     ("helper_stack/model.py", 22, "RL103",
      "the Pre-LN stack `self.layers` of `Encoder` feeds the head/output without a final norm: in Pre-LN the residual "
      "stream is never normalised and grows with depth; add a final LayerNorm/RMSNorm after the last block (as GPT-2's ln_f)"),
@@ -194,7 +195,8 @@ TRACED_FINDINGS = [
      f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
 ]
-# Every other fixture directory (conv_in_cnn, config_pre, helper_stack_normed, stats_function) must stay silent.
+# Every other fixture directory (conv_in_cnn, config_pre, enum_flag_pre, helper_stack_normed, stats_function)
+# must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:

@@ -497,8 +497,12 @@ class Evaluator:
             return f"{scope.self_value.cls.name}:{self.code(test)}", UNKNOWN, False, 0
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
                 test.comparisons[0].operator, (cst.Equal, cst.NotEqual)) and isinstance(
-                test.comparisons[0].comparator, cst.SimpleString):
-            literal = string_value(test.comparisons[0].comparator)
+                test.comparisons[0].comparator, (cst.SimpleString, cst.Attribute)):
+            comparator = test.comparisons[0].comparator
+            # A string, or an enum member whose value is one (`NormPosition.POST`, in a file the project index read).
+            literal = string_value(comparator) if isinstance(comparator, cst.SimpleString) else (
+                None if _rooted_at_self(comparator) else self.index.fold(None, comparator))
+            literal = literal if isinstance(literal, str) else None
             inner = self.flag_of(test.left, scope)
             if inner is None or literal is None:
                 return None
