@@ -258,6 +258,17 @@ class ProjectIndex:
                 self._facts[key] = None
         return self._facts[key]
 
+    def builder_indexes(self, path: str | os.PathLike, index) -> list:
+        """The indexes of the other project files that build a module class of `index` (the file at `path`):
+        the training scripts whose command-line defaults the model reads (`Model(args)`)."""
+        target = project_path(path)
+        key = (target, "builders", id(index))
+        if key not in self._facts:
+            files = {site.path for name, info in index.classes.items() if index.is_module_class(info)
+                     for site in self.construction_sites(target, name) if site.path != target}
+            self._facts[key] = [other for file in sorted(files) if (other := self.file_index(file)) is not None]
+        return self._facts[key]
+
     def is_module_class(self, path: Path, name: str) -> bool:
         index = self.file_index(path)
         info = index.classes.get(name) if index is not None else None

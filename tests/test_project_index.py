@@ -174,6 +174,7 @@ SEQUENCE_BATCHNORM = ("BatchNorm1d in `ConvModule`, part of a sequence model (at
                       "statistics mix samples and positions of the batch and padding, and differ between training and "
                       "inference; use nn.LayerNorm or nn.RMSNorm over the feature dimension")
 STATIC_FINDINGS = [
+    ("argparse_flag/model.py", 16, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_TAIL}"),
     ("builtin_base/layers.py", 9, "RL101",
      f"`PostLNEncoderLayer` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
     ("builtin_base/layers.py", 19, "RL101",
@@ -195,8 +196,8 @@ TRACED_FINDINGS = [
      f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
 ]
-# Every other fixture directory (conv_in_cnn, config_pre, enum_flag_pre, helper_stack_normed, stats_function)
-# must stay silent.
+# Every other fixture directory (argparse_flag_pre, conv_in_cnn, config_pre, enum_flag_pre, helper_stack_normed,
+# stats_function) must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:

@@ -65,6 +65,7 @@ class FileIndex:
         """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
         self.module = module
         self.source_path = source_path
+        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = None
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
@@ -472,13 +473,57 @@ class FileIndex:
                 values.add(self.fold(None, info.init_defaults[name], depth + 1))
         values.discard(UNKNOWN)
         if not values:
-            # The config classes the file imports from a sibling module (set by the static engine).
+            # The config classes the file imports from other project files (read through the project index).
             for source in self.config_sources:
                 values.add(source.config_field(name, depth + 1))
+            values.discard(UNKNOWN)
+        if not values and depth == 0:
+            # `parser.add_argument("--pre-norm", ...)` here, or in the scripts that build this file's models.
+            values = {self.fold(None, default) for default in self.argument_defaults().get(name, ())}
+            if not values and self.source_path is not None:
+                from reslint.project_index import ProjectIndex
+
+                project = ProjectIndex.for_file(self.source_path)
+                values = {index.fold(None, default) for index in project.builder_indexes(self.source_path, self)
+                          for default in index.argument_defaults().get(name, ())}
             values.discard(UNKNOWN)
         if len(values) == 1:
             return values.pop()
         return UNKNOWN
+
+    def argument_defaults(self) -> dict[str, list[cst.BaseExpression]]:
+        """Command-line defaults: `add_argument("--norm-position", default="post")` -> {"norm_position": [...]};
+        `action="store_true"` defaults to False, `"store_false"` to True."""
+        if self._argument_defaults is None:
+            found: dict[str, list[cst.BaseExpression]] = {}
+            for call in argument_calls(self.module):
+                flags = [string_value(arg.value) for arg in call.args
+                         if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
+                keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+                dest = keywords.get("dest")
+                name = string_value(dest) if isinstance(dest, cst.SimpleString) else next(
+                    (flag.lstrip("-").replace("-", "_") for flag in flags if flag and flag.startswith("--")), None)
+                action = keywords.get("action")
+                action = string_value(action) if isinstance(action, cst.SimpleString) else None
+                default = keywords.get("default") or {"store_true": cst.Name("False"),
+                                                      "store_false": cst.Name("True")}.get(action or "")
+                if name and default is not None:
+                    found.setdefault(name, []).append(default)
+            self._argument_defaults = found
+        return self._argument_defaults
+
+
+def argument_calls(module: cst.Module) -> list[cst.Call]:
+    """The `<parser>.add_argument(...)` calls of a module."""
+    found: list[cst.Call] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+                found.append(node)
+
+    module.visit(Calls())
+    return found
 
 
 def copies_first_argument(index: FileIndex, function: cst.FunctionDef) -> bool:
