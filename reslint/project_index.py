@@ -41,6 +41,9 @@ from pathlib import Path
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
 MAX_REEXPORT_HOPS = 8
+# Imported classes read for their defaults: configuration objects, by the names they go by.
+CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
+                   "Settings")
 IMPORT_CLAUSE = re.compile(rb"\bimport[ \t]+(\([^)]*\)|[^\n]*)")
 WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -199,12 +202,13 @@ class ProjectIndex:
         return read_imports(tree) if tree is not None else []
 
     def imported_configs(self, index, path: str | os.PathLike) -> list[tuple[str, object]]:
-        """(path, index) of each project file defining a class `index` (the file at `path`) imports that is
-        not a module: config classes, whose fields' and `__init__` arguments' defaults the file reads."""
+        """(path, index) of each project file defining a config class `index` (the file at `path`) imports
+        (`XConfig`, `TrainingArguments`, `LayerOptions`: not a module), whose fields' and `__init__`
+        arguments' defaults the file reads."""
         importer = Path(os.path.abspath(path))
         found = {}
         for local, dotted in index.aliases.items():
-            if not local[:1].isupper() or "." not in dotted.lstrip(".") and not dotted.startswith("."):
+            if not local.endswith(CONFIG_SUFFIXES) or "." not in dotted.lstrip(".") and not dotted.startswith("."):
                 continue
             resolved = self.resolve(importer, dotted)
             if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
@@ -335,18 +339,31 @@ class ProjectIndex:
         return self._defining(target, name)
 
     def _defining(self, path: Path, name: str, hops: int = 0) -> tuple[Path, str]:
-        index = self.file_index(path)
-        if index is None or hops >= MAX_REEXPORT_HOPS or name in index.classes or name in index.functions:
+        tree = self.syntax_tree(path)
+        if tree is None or hops >= MAX_REEXPORT_HOPS or name in top_level_definitions(tree):
             return path, name
-        source = index.aliases.get(name)
-        if source is None or "." not in source.lstrip(".") and not source.startswith("."):
+        source = next((("." * statement.level + statement.module, original) for statement in read_imports(tree)
+                       if statement.names for original, local in zip(statement.names, statement.local_names)
+                       if local == name), None)
+        if source is None:
             return path, name
-        level = len(source) - len(source.lstrip("."))
-        module, _, original = source[level:].rpartition(".")
-        target = self.module_file(path, module, level)
+        prefix, original = source
+        level = len(prefix) - len(prefix.lstrip("."))
+        target = self.module_file(path, prefix[level:], level)
         if target is None or target == path:
             return path, name
+        submodule = self._submodule(target, original)
+        if submodule is not None:
+            return submodule, ""
         return self._defining(target, original, hops + 1)
+
+    def copies_first_argument(self, importer: str | os.PathLike, dotted: str) -> bool:
+        """Whether the function `dotted` names in `importer` (its own or another project file's) returns a
+        ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does."""
+        resolved = self.resolve(importer, dotted)
+        tree = self.syntax_tree(resolved[0]) if resolved is not None else None
+        function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
+        return isinstance(function, ast.FunctionDef) and returns_copies(function)
 
     def _submodule(self, module_path: Path, name: str) -> Path | None:
         if module_path.name != "__init__.py" or not name.isidentifier():
@@ -459,6 +476,45 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str], a
                     and func.value.id in modules):
                 sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
     return sites
+
+
+def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    """The classes, functions and assigned names a module defines at its top level (under `if`/`try` too)."""
+    found: dict[str, ast.AST] = {}
+    pending = list(tree.body)
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(statement.name, statement)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            found.update((target.id, statement) for target in targets if isinstance(target, ast.Name))
+        elif isinstance(statement, (ast.If, ast.Try)):
+            pending.extend(statement.body + statement.orelse)
+    return found
+
+
+def returns_copies(function: ast.FunctionDef) -> bool:
+    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or Sequential), `module` the first parameter."""
+    params = function.args.posonlyargs + function.args.args
+    if not params:
+        return False
+    for statement in function.body:
+        value = statement.value if isinstance(statement, ast.Return) else None
+        if not isinstance(value, ast.Call) or called_name(value) not in ("ModuleList", "Sequential"):
+            continue
+        for arg in value.args:
+            inner = arg.value if isinstance(arg, ast.Starred) else arg
+            element = inner.elt if isinstance(inner, (ast.ListComp, ast.GeneratorExp)) else None
+            if (isinstance(element, ast.Call) and called_name(element) == "deepcopy" and element.args
+                    and isinstance(element.args[0], ast.Name) and element.args[0].id == params[0].arg):
+                return True
+    return False
+
+
+def called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def parse_quietly(source: bytes, path: Path) -> ast.Module | None:

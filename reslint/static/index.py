@@ -158,23 +158,19 @@ class FileIndex:
     def builds_copies(self, qualified: str) -> bool:
         """Whether the function `qualified` names (of this file, or of another project file through the
         project index) returns a ModuleList/Sequential of copies of its first argument, as `clones` does."""
-        if qualified in self.functions:
-            return copies_first_argument(self, self.functions[qualified])
-        if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
+        if self.source_path is None:
             return False
         from reslint.project_index import ProjectIndex
 
-        project = ProjectIndex.for_file(self.source_path)
-        resolved = project.resolve(self.source_path, qualified)
-        other = project.file_index(resolved[0]) if resolved is not None else None
-        function = other.functions.get(resolved[1]) if other is not None else None
-        return function is not None and copies_first_argument(other, function)
+        return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
 
     def imported_norm_kind(self, qualified: str) -> str | None:
         """The norm kind of a function imported from another project file that computes a norm by hand
         (`from .functional import fast_layer_norm`), else None."""
         if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
             return None
+        if "norm" not in qualified.rsplit(".", 1)[-1].lower():
+            return None  # only functions named as norms are read (`rotate_half` is not worth a parse)
         from reslint.project_index import ProjectIndex
 
         return ProjectIndex.for_file(self.source_path).norm_function_kind(self.source_path, qualified)
@@ -524,27 +520,6 @@ def argument_calls(module: cst.Module) -> list[cst.Call]:
 
     module.visit(Calls())
     return found
-
-
-def copies_first_argument(index: FileIndex, function: cst.FunctionDef) -> bool:
-    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or nn.Sequential(*...)), where
-    `module` is the function's first parameter."""
-    params = list(function.params.posonly_params) + list(function.params.params)
-    if not params:
-        return False
-    first = params[0].name.value
-    for statement in function.body.body if isinstance(function.body, cst.IndentedBlock) else ():
-        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-            value = small.value if isinstance(small, cst.Return) else None
-            if not isinstance(value, cst.Call) or index.torch_member(value.func) not in ("ModuleList", "Sequential"):
-                continue
-            for arg in value.args:
-                element = arg.value.elt if isinstance(arg.value, (cst.ListComp, cst.GeneratorExp)) else None
-                if (isinstance(element, cst.Call) and (index.qualified(element.func) or "").split(".")[-1] == "deepcopy"
-                        and element.args and isinstance(element.args[0].value, cst.Name)
-                        and element.args[0].value.value == first):
-                    return True
-    return False
 
 
 def dotted_name(node: cst.BaseExpression) -> str:
