@@ -39,8 +39,10 @@ from functools import lru_cache
 from pathlib import Path
 
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+INSTALL_DIRECTORIES = ("site-packages", "dist-packages")
 MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
 MAX_REEXPORT_HOPS = 8
+MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project this size at most
 # Imported classes read for their defaults: configuration objects, by the names they go by.
 CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
                    "Settings")
@@ -69,6 +71,9 @@ class ConstructionSite:
 def project_root(path: str | os.PathLike, fallback: str | os.PathLike | None = None) -> Path:
     """The nearest directory above `path` that marks a project; `fallback` (or the file's directory) if none."""
     start = Path(os.path.abspath(path))
+    for parent in start.parents:
+        if parent.parent.name in INSTALL_DIRECTORIES:  # an installed package is its own project
+            return parent if parent != start else start.parent
     marked = marked_directory(start.parent)
     if marked is not None:
         return marked
@@ -262,15 +267,31 @@ class ProjectIndex:
                 self._facts[key] = None
         return self._facts[key]
 
-    def builder_indexes(self, path: str | os.PathLike, index) -> list:
-        """The indexes of the other project files that build a module class of `index` (the file at `path`):
+    def builder_indexes(self, path: str | os.PathLike, index) -> list[tuple[Path, object]]:
+        """(path, index) of the other project files that build a module class of `index` (the file at `path`):
         the training scripts whose command-line defaults the model reads (`Model(args)`)."""
         target = project_path(path)
         key = (target, "builders", id(index))
         if key not in self._facts:
             files = {site.path for name, info in index.classes.items() if index.is_module_class(info)
                      for site in self.construction_sites(target, name) if site.path != target}
-            self._facts[key] = [other for file in sorted(files) if (other := self.file_index(file)) is not None]
+            self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file)) is not None]
+        return self._facts[key]
+
+    def config_defaults(self, field: str) -> list[tuple[Path, object]]:
+        """The defaults the project's config classes give a field of this name, wherever they are (a layer
+        reading `args.decoder_normalize_before` is handed a config built elsewhere): class attributes and
+        dataclass fields, `__init__` arguments, `self.field = kwargs.pop("field", default)`. Literal values
+        only, with the file each is in; nothing when the project is too large to search this way."""
+        key = ("config field", field)
+        if key not in self._facts:
+            values: list[tuple[Path, object]] = []
+            files = self.python_files()
+            for path in files if len(files) <= MAX_FIELD_SEARCH_FILES else ():
+                source = self.source(path)
+                tree = self.syntax_tree(path) if source is not None and field.encode() in source else None
+                values.extend((path, value) for value in (field_defaults(tree, field) if tree is not None else ()))
+            self._facts[key] = values
         return self._facts[key]
 
     def is_module_class(self, path: Path, name: str) -> bool:
@@ -476,6 +497,40 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str], a
                     and func.value.id in modules):
                 sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
     return sites
+
+
+def field_defaults(tree: ast.Module, field: str) -> list[object]:
+    """The literal defaults of `field` in the config classes (no `forward`, no `...Module` base) of a module."""
+    values = []
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        methods = {item.name: item for item in cls.body if isinstance(item, ast.FunctionDef)}
+        bases = [ast.unparse(base) for base in cls.bases]
+        if "forward" in methods or any(base.endswith(("Module", "Layer", "Model")) for base in bases):
+            continue
+        expressions = [item.value for item in cls.body if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value
+                       and field in [target.id for target in (item.targets if isinstance(item, ast.Assign)
+                                                               else [item.target]) if isinstance(target, ast.Name)]]
+        init = methods.get("__init__")
+        if init is not None:
+            arguments = init.args.posonlyargs + init.args.args
+            defaults = dict(zip([arg.arg for arg in arguments[len(arguments) - len(init.args.defaults):]],
+                                init.args.defaults))
+            defaults.update((arg.arg, default) for arg, default in zip(init.args.kwonlyargs, init.args.kw_defaults)
+                            if default is not None)
+            if field in defaults:
+                expressions.append(defaults[field])
+            for node in ast.walk(init):
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
+                        and node.targets[0].attr == field and isinstance(node.value, ast.Call)
+                        and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in ("pop", "get")
+                        and len(node.value.args) == 2):
+                    expressions.append(node.value.args[1])
+        for expression in expressions:
+            try:
+                values.append(ast.literal_eval(expression))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    return values
 
 
 def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:

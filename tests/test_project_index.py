@@ -179,6 +179,8 @@ STATIC_FINDINGS = [
      f"`PostLNEncoderLayer` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
     ("builtin_base/layers.py", 19, "RL101",
      f"`Seq2Seq` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
+    ("config_elsewhere_post/layer.py", 15, "RL101",
+     f"`Layer` uses Post-LN: the norm follows `residual + self.ff(x)`; {POST_LN_TAIL}"),
     ("config_post/model.py", 15, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conv.py", 13, "RL201", SEQUENCE_BATCHNORM),
     ("enum_flag/layer.py", 16, "RL101", f"`Layer` uses Post-LN: the norm follows `x + self.mlp(x)`; {POST_LN_TAIL}"),
@@ -196,8 +198,8 @@ TRACED_FINDINGS = [
      f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
 ]
-# Every other fixture directory (argparse_flag_pre, conv_in_cnn, config_pre, enum_flag_pre, helper_stack_normed,
-# stats_function) must stay silent.
+# Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
+# helper_stack_normed, stats_function) must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:

@@ -95,6 +95,9 @@ class StaticExtractor:
                 self.final_norms[key] = False
                 self.facts.open_streams[key] = roots
         self._finish(module_classes, outermost)
+        # The files the project index read for defaults while the classes were evaluated: a cached result
+        # goes stale when one of them changes.
+        self.facts.reads.extend(path for path in self.index.config_reads if path not in self.facts.reads)
         self.facts.limits = [AnalysisLimit(Span(self.path, hit.line, hit.column), hit.budget, budget_limits()[hit.budget])
                              for hit in file_budget(self.index).hits.values()]
         return self.facts

@@ -480,8 +480,13 @@ class FileIndex:
                 from reslint.project_index import ProjectIndex
 
                 project = ProjectIndex.for_file(self.source_path)
-                values = {index.fold(None, default) for index in project.builder_indexes(self.source_path, self)
-                          for default in index.argument_defaults().get(name, ())}
+                found = [(path, index.fold(None, default)) for path, index in project.builder_indexes(self.source_path, self)
+                         for default in index.argument_defaults().get(name, ())]
+                found = [(path, value) for path, value in found if value is not UNKNOWN]
+                if not found:  # a config class of the project that has a field of this name
+                    found = [(path, value) for path, value in project.config_defaults(name) if is_hashable(value)]
+                values = {value for _, value in found}
+                self.config_reads.extend(str(path) for path, _ in found if str(path) not in self.config_reads)
             values.discard(UNKNOWN)
         if len(values) == 1:
             return values.pop()
@@ -507,6 +512,14 @@ class FileIndex:
                     found.setdefault(name, []).append(default)
             self._argument_defaults = found
         return self._argument_defaults
+
+
+def is_hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def argument_calls(module: cst.Module) -> list[cst.Call]:
