@@ -245,27 +245,31 @@ class ProjectIndex:
                 self._indexes[key] = None
         return self._indexes[key]
 
-    def norm_function_kind(self, importer: str | os.PathLike, dotted: str) -> str | None:
-        """The norm kind of the project function `dotted` names in `importer`, when it normalises its first
-        argument by hand (a LayerNorm written as a free function); else None."""
+    def norm_kind(self, importer: str | os.PathLike, dotted: str) -> str | None:
+        """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a
+        torch norm's subclass, or one that normalises its (first) input by hand; else None."""
         resolved = self.resolve(importer, dotted)
         if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
             return None
+        tree = self.syntax_tree(resolved[0])
+        if tree is None or not isinstance(top_level_definitions(tree).get(resolved[1]), (ast.ClassDef, ast.FunctionDef)):
+            return None  # read with libcst only what is a class or a function there
         index = self.file_index(resolved[0])
         function = index.functions.get(resolved[1]) if index is not None else None
-        if function is None:
-            return None
+        cls = index.classes.get(resolved[1]) if index is not None else None
         key = (resolved[0], resolved[1], id(index))
-        if key not in self._facts:
-            from reslint.static.norms import classify_norm_function
+        if (function or cls) is not None and key not in self._facts:
+            from reslint.static.norms import classify_norm_class, classify_norm_function
             from reslint.static.positions import SourceMap
 
             self._facts[key] = None  # recursion guard: a function calling itself through imports
             try:
-                self._facts[key] = classify_norm_function(index, SourceMap(index.module), str(resolved[0]), function)
-            except Exception:  # noqa: BLE001 - a function the engine cannot follow is simply not a norm
+                positions = SourceMap(index.module)
+                self._facts[key] = (classify_norm_function(index, positions, str(resolved[0]), function) if function
+                                    else classify_norm_class(index, positions, str(resolved[0]), cls))
+            except Exception:  # noqa: BLE001 - what the engine cannot follow is simply not a norm
                 self._facts[key] = None
-        return self._facts[key]
+        return self._facts.get(key)
 
     def builder_indexes(self, path: str | os.PathLike, index) -> list[tuple[Path, object]]:
         """(path, index) of the other project files that build a module class of `index` (the file at `path`):

@@ -1017,7 +1017,8 @@ class Evaluator:
         if spec.kind == "unknown":
             return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
         if spec.kind in ("external", "passed", "classref"):
-            kind = torch_api.norm_kind_from_name(spec.name) if spec.kind == "external" else None
+            kind = (torch_api.norm_kind_from_name(spec.name) or self.index.imported_norm_kind(spec.name)
+                    if spec.kind == "external" else None)
             if kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
             if not data:

@@ -165,15 +165,16 @@ class FileIndex:
         return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
 
     def imported_norm_kind(self, qualified: str) -> str | None:
-        """The norm kind of a function imported from another project file that computes a norm by hand
-        (`from .functional import fast_layer_norm`), else None."""
+        """The norm kind of a class or function imported from another project file that is a norm: a torch
+        norm's subclass (`class FinalScale(nn.LayerNorm)`), a module or function normalising by hand
+        (`from .functional import fast_layer_norm`); else None."""
         if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
             return None
-        if "norm" not in qualified.rsplit(".", 1)[-1].lower():
+        if not qualified.rsplit(".", 1)[-1][:1].isupper() and "norm" not in qualified.rsplit(".", 1)[-1].lower():
             return None  # only functions named as norms are read (`rotate_half` is not worth a parse)
         from reslint.project_index import ProjectIndex
 
-        return ProjectIndex.for_file(self.source_path).norm_function_kind(self.source_path, qualified)
+        return ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified)
 
     # ----- classes -------------------------------------------------------------
 
