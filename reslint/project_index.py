@@ -252,7 +252,8 @@ class ProjectIndex:
         if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
             return None
         tree = self.syntax_tree(resolved[0])
-        if tree is None or not isinstance(top_level_definitions(tree).get(resolved[1]), (ast.ClassDef, ast.FunctionDef)):
+        definition = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
+        if not isinstance(definition, (ast.ClassDef, ast.FunctionDef)):
             return None  # read with libcst only what is a class or a function there
         index = self.file_index(resolved[0])
         function = index.functions.get(resolved[1]) if index is not None else None
@@ -486,7 +487,8 @@ class ProjectIndex:
         return names, modules
 
 
-def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str], attribute: str) -> list[ConstructionSite]:
+def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
+             attribute: str) -> list[ConstructionSite]:
     """The calls `Name(...)` of `names` and `module.attribute(...)` of `modules`, with the top-level class or
     function each is in."""
     sites = []
@@ -524,7 +526,8 @@ def field_defaults(tree: ast.Module, field: str) -> list[object]:
             if field in defaults:
                 expressions.append(defaults[field])
             for node in ast.walk(init):
-                if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Attribute)
                         and node.targets[0].attr == field and isinstance(node.value, ast.Call)
                         and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in ("pop", "get")
                         and len(node.value.args) == 2):
@@ -554,7 +557,8 @@ def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
 
 
 def returns_copies(function: ast.FunctionDef) -> bool:
-    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or Sequential), `module` the first parameter."""
+    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or Sequential), `module` the first
+    parameter."""
     params = function.args.posonlyargs + function.args.args
     if not params:
         return False

@@ -1110,7 +1110,8 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             if not nodes:
                 return UNKNOWN_VALUE
-            kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else self.index.imported_norm_kind(qualified)
+            kind = (torch_api.norm_kind_from_name(last) if last[:1].isupper()
+                    else self.index.imported_norm_kind(qualified))
             if kind is not None:
                 return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
             if last[:1].isupper() and (last.endswith("Output") or last.endswith("Outputs") or kwargs):

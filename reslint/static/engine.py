@@ -1,4 +1,10 @@
-"""Static engine: libcst source → facts. Never imports torch or the checked code."""
+"""Static engine: libcst source → facts. Never imports torch or the checked code.
+
+Facts that need the rest of the project are asked of the project index (`reslint.project_index`):
+whether a model of another file builds this file's classes (a convolution module with BatchNorm1d
+is part of the sequence model that builds it, RL201), and whether modules of other files call this
+file's free functions as norms (RL401 on `def fast_layer_norm(x, ...)` where it is written).
+"""
 
 from __future__ import annotations
 

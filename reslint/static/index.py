@@ -2,6 +2,13 @@
 
 Nothing here runs user code: constructor calls are recorded as `ModuleSpec`s with their
 argument expressions, and literal values are folded only where the source spells them.
+
+What lives in other files of the project is asked of the project index (`reslint.project_index`,
+given the file's `source_path`): the config classes the file imports and their defaults, a
+config field's default elsewhere in the project (a config class, a training script's argparse
+options), whether an imported class or function is a norm, whether a helper like `clones`
+builds a stack. The files read that way are listed in `config_reads`, so that a cached result
+is dropped when one of them changes.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import libcst as cst
 from reslint.static import torch_api
 
 UNKNOWN = object()
-# torch modules a model class may derive from without writing its own forward (`class Layer(nn.TransformerEncoderLayer)`)
+# torch modules a model class may derive from without a forward of its own (`class L(nn.TransformerEncoderLayer)`)
 TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
 
@@ -481,7 +488,8 @@ class FileIndex:
                 from reslint.project_index import ProjectIndex
 
                 project = ProjectIndex.for_file(self.source_path)
-                found = [(path, index.fold(None, default)) for path, index in project.builder_indexes(self.source_path, self)
+                builders = project.builder_indexes(self.source_path, self)
+                found = [(path, index.fold(None, default)) for path, index in builders
                          for default in index.argument_defaults().get(name, ())]
                 found = [(path, value) for path, value in found if value is not UNKNOWN]
                 if not found:  # a config class of the project that has a field of this name
