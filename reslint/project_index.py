@@ -295,7 +295,10 @@ class ProjectIndex:
             for path in files if len(files) <= MAX_FIELD_SEARCH_FILES else ():
                 source = self.source(path)
                 tree = self.syntax_tree(path) if source is not None and field.encode() in source else None
-                values.extend((path, value) for value in (field_defaults(tree, field) if tree is not None else ()))
+                try:
+                    values.extend((path, value) for value in (field_defaults(tree, field) if tree is not None else ()))
+                except RecursionError:  # a class nested too deep to read: its defaults are not known
+                    continue
             self._facts[key] = values
         return self._facts[key]
 

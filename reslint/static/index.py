@@ -540,7 +540,10 @@ def argument_calls(module: cst.Module) -> list[cst.Call]:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
                 found.append(node)
 
-    module.visit(Calls())
+    try:
+        module.visit(Calls())
+    except RecursionError:  # a file nested too deep to walk: the options found so far
+        pass
     return found
 
 
