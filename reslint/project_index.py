@@ -70,22 +70,28 @@ class ConstructionSite:
 
 def project_root(path: str | os.PathLike, fallback: str | os.PathLike | None = None) -> Path:
     """The nearest directory above `path` that marks a project; `fallback` (or the file's directory) if none."""
-    start = Path(os.path.abspath(path))
-    for parent in start.parents:
+    return directory_root(Path(os.path.abspath(path)).parent,
+                          Path(os.path.abspath(fallback)) if fallback is not None else None)
+
+
+@lru_cache(maxsize=1024)
+def directory_root(directory: Path, fallback: Path | None) -> Path:
+    """`project_root` of the files of `directory` (kept per directory: asked for every file)."""
+    for parent in (directory, *directory.parents):
         if parent.parent.name in INSTALL_DIRECTORIES:  # an installed package is its own project
-            return parent if parent != start else start.parent
-    marked = marked_directory(start.parent)
+            return parent
+    marked = marked_directory(directory)
     if marked is not None:
         return marked
     if fallback is not None:
-        return Path(os.path.abspath(fallback))
-    base = package_base(start.parent)  # an installed package: the package itself, not all of site-packages
-    return base / start.relative_to(base).parts[0] if base is not None else start.parent
+        return fallback
+    base = package_base(directory)  # an installed package: the package itself, not all of site-packages
+    return base / directory.relative_to(base).parts[0] if base is not None else directory
 
 
 @lru_cache(maxsize=1024)
 def marked_directory(directory: Path) -> Path | None:
-    """`directory` or its nearest parent holding a project marker (kept per directory: asked for every file)."""
+    """`directory` or its nearest parent holding a project marker."""
     if any((directory / marker).exists() for marker in PROJECT_MARKERS):
         return directory
     return None if directory.parent == directory else marked_directory(directory.parent)
