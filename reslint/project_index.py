@@ -212,23 +212,28 @@ class ProjectIndex:
         tree = self.syntax_tree(path)
         return read_imports(tree) if tree is not None else []
 
-    def imported_configs(self, index, path: str | os.PathLike) -> list[tuple[str, object]]:
+    def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
         (`XConfig`, `TrainingArguments`, `LayerOptions`: not a module), whose fields' and `__init__`
-        arguments' defaults the file reads."""
+        arguments' defaults the file reads; and whether a config class it imports could not be read (from
+        outside the project, or a missing file: then its defaults are not guessed from elsewhere)."""
         importer = Path(os.path.abspath(path))
         found = {}
+        unread = False
         for local, dotted in index.aliases.items():
             if not local.endswith(CONFIG_SUFFIXES) or "." not in dotted.lstrip(".") and not dotted.startswith("."):
                 continue
             resolved = self.resolve(importer, dotted)
             if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
+                unread = True
                 continue
             other = self.file_index(resolved[0])
             info = other.classes.get(resolved[1]) if other is not None else None
             if info is not None and not other.is_module_class(info):
                 found[str(resolved[0])] = other
-        return sorted(found.items())
+            else:
+                unread = True
+        return sorted(found.items()), unread
 
     def file_index(self, path: str | os.PathLike):
         """The static index (`reslint.static.index.FileIndex`) of a project file; None when it does not parse."""

@@ -80,10 +80,11 @@ class FileIndex:
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
+        self.config_unread = False  # a config class the file imports could not be read
         if source_path is not None:
             from reslint.project_index import ProjectIndex
 
-            found = ProjectIndex.for_file(source_path).imported_configs(self, source_path)
+            found, self.config_unread = ProjectIndex.for_file(source_path).imported_configs(self, source_path)
             self.config_reads = [path for path, _ in found]
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
@@ -492,7 +493,7 @@ class FileIndex:
                 found = [(path, index.fold(None, default)) for path, index in builders
                          for default in index.argument_defaults().get(name, ())]
                 found = [(path, value) for path, value in found if value is not UNKNOWN]
-                if not found:  # a config class of the project that has a field of this name
+                if not found and not self.config_unread:  # a config class of the project with a field of this name
                     found = [(path, value) for path, value in project.config_defaults(name) if is_hashable(value)]
                 values = {value for _, value in found}
                 self.config_reads.extend(str(path) for path, _ in found if str(path) not in self.config_reads)
