@@ -10,7 +10,7 @@ key matches. The key covers everything a file's result depends on:
 - the settings that change results (Settings.cache_key: rule selection, policies, `train`
   globs, and in the full check the model specs, inputs and timeout);
 - in the full check, the torch version, and, when the trace engine imported the file, the
-  bytes of every project file it imports (reslint.project_imports), checked again at each load.
+  bytes of every project file it imports (reslint.project_index), checked again at each load.
 
 The cached value is the FileResult before suppressions and filters, which are cheap and
 re-applied each run. Any I/O or decoding problem is treated as a miss: the cache must never
@@ -89,10 +89,10 @@ def engine_fingerprint(settings: Settings) -> str:
 def imports_digest(path: str, root: str | os.PathLike) -> str:
     """A digest of the project files `path` imports: their paths and bytes."""
     from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-    from reslint.project_imports import project_dependencies
+    from reslint.project_index import ProjectIndex
 
     parts: list[str | bytes] = []
-    for dependency in project_dependencies(path, root):
+    for dependency in ProjectIndex.for_file(path, root).dependencies(path):
         try:
             contents = read_project_file(dependency, root, MAX_SOURCE_BYTES)
         except OSError:

@@ -27,11 +27,11 @@ from reslint.project_facts import (
     PostLNBlock,
     Schedule,
 )
+from reslint.project_index import ProjectIndex
 from reslint.settings import Settings
 
 ClassKey = tuple[str, str]  # (display path of the file, class name)
-MAX_CLASSES = 2000
-PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")  # bound on a closure: a model graph is far smaller
+MAX_CLASSES = 2000  # bound on a closure: a model graph is far smaller
 
 
 @dataclass(frozen=True)
@@ -88,37 +88,17 @@ class Project:
     # ----- resolution ----------------------------------------------------------------------------
 
     def resolve(self, display: str, dotted: str) -> ClassKey | None:
-        """`model.GPT` / `.layers.Block` / `GPT` as written in `display` -> the file and class it names."""
+        """`model.GPT` / `.layers.Block` / `GPT` as written in `display` -> the file and class it names
+        (the project index's resolver: the same files the static engine and the trace loader see)."""
         if "." not in dotted:
             return display, dotted
+        importer = self.paths[display]
         level = len(dotted) - len(dotted.lstrip("."))
-        parts = dotted.lstrip(".").split(".")
-        module, name = parts[:-1], parts[-1]
-        importer = Path(self.paths[display])
-        if level:
-            base = importer.parent
-            for _ in range(level - 1):
-                base = base.parent
-            bases = [base]
-        else:
-            bases = self.import_roots(importer)
-        for base in bases:
-            found = module_file(base, module)
-            if found is not None:
-                return self.known(found), name
-        return None
-
-    def import_roots(self, importer: Path) -> list[Path]:
-        """Where an absolute import may start: the script's directory and its parents up to the project's
-        top (the configured root, or the first directory with pyproject.toml, setup.py or .git), then src/."""
-        root = Path(os.path.abspath(self.settings.root))
-        roots = [importer.parent]
-        for parent in importer.parents:
-            roots.append(parent)
-            if parent == root or any((parent / marker).exists() for marker in PROJECT_MARKERS):
-                break
-        roots.extend([root, root / "src", roots[-1] / "src"])
-        return list(dict.fromkeys(roots))
+        module, _, name = dotted[level:].rpartition(".")
+        found = ProjectIndex.for_file(importer, self.settings.root).module_file(importer, module, level)
+        if found is None or any(is_skipped_dir(parent) for parent in found.parents):
+            return None
+        return self.known(found), name
 
     def step(self, key: ClassKey) -> list[ClassKey]:
         """The classes one class leads to: where an imported name comes from, what a class builds."""
@@ -299,15 +279,6 @@ def attached(schedule: Schedule, site: OptimizerSite, sites: list[OptimizerSite]
 
 
 DEEPSPEED_KEYS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "scheduler"}
-
-
-def module_file(base: Path, module: list[str]) -> Path | None:
-    """`base/a/b.py` or `base/a/b/__init__.py` for module a.b (no module: the package at base)."""
-    target = base.joinpath(*module) if module else base
-    for candidate in (target.with_suffix(".py") if module else None, target / "__init__.py"):
-        if candidate is not None and candidate.is_file() and not any(is_skipped_dir(p) for p in candidate.parents):
-            return candidate
-    return None
 
 
 def analyse_links(path: str, display: str, settings: Settings) -> FileLinks:

@@ -29,7 +29,7 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
     if relative.startswith(("fixtures/warmup/", "fixtures/fixes/RL301/")):
         return render_linked(path)
     if relative.startswith("fixtures/final_norm/") and path.parent.name != "final_norm" or \
-            relative.startswith("fixtures/discovery/"):
+            relative.startswith(("fixtures/discovery/", "fixtures/project/")):
         return render_linked(path, project=True)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.

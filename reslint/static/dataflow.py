@@ -169,8 +169,12 @@ class Evaluator:
         return self.graph
 
     def evaluate_function(self, func: cst.FunctionDef, owner: str = "") -> Graph:
+        """A free function's graph; a parameter with a number default (`eps=1e-5`) holds that number."""
         scope = Scope(None, None, (Frame("module", owner),) if owner else (), ())
-        args = self._fresh_params(func, scope, skip_self=False)
+        params = list(func.params.posonly_params) + list(func.params.params)
+        args = [Const(default) if isinstance(default := self.index.fold(None, param.default), (int, float))
+                and not isinstance(default, bool) and param.default is not None else fresh
+                for param, fresh in zip(params, self._fresh_params(func, scope, skip_self=False))]
         result = self._run_function(func, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
@@ -493,8 +497,12 @@ class Evaluator:
             return f"{scope.self_value.cls.name}:{self.code(test)}", UNKNOWN, False, 0
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
                 test.comparisons[0].operator, (cst.Equal, cst.NotEqual)) and isinstance(
-                test.comparisons[0].comparator, cst.SimpleString):
-            literal = string_value(test.comparisons[0].comparator)
+                test.comparisons[0].comparator, (cst.SimpleString, cst.Attribute)):
+            comparator = test.comparisons[0].comparator
+            # A string, or an enum member whose value is one (`NormPosition.POST`, in a file the project index read).
+            literal = string_value(comparator) if isinstance(comparator, cst.SimpleString) else (
+                None if _rooted_at_self(comparator) else self.index.fold(None, comparator))
+            literal = literal if isinstance(literal, str) else None
             inner = self.flag_of(test.left, scope)
             if inner is None or literal is None:
                 return None
@@ -1009,7 +1017,8 @@ class Evaluator:
         if spec.kind == "unknown":
             return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
         if spec.kind in ("external", "passed", "classref"):
-            kind = torch_api.norm_kind_from_name(spec.name) if spec.kind == "external" else None
+            kind = (torch_api.norm_kind_from_name(spec.name) or self.index.imported_norm_kind(spec.name)
+                    if spec.kind == "external" else None)
             if kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
             if not data:
@@ -1101,7 +1110,8 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             if not nodes:
                 return UNKNOWN_VALUE
-            kind = torch_api.norm_kind_from_name(last) if last[:1].isupper() else None
+            kind = (torch_api.norm_kind_from_name(last) if last[:1].isupper()
+                    else self.index.imported_norm_kind(qualified))
             if kind is not None:
                 return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
             if last[:1].isupper() and (last.endswith("Output") or last.endswith("Outputs") or kwargs):

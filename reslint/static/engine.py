@@ -1,4 +1,10 @@
-"""Static engine: libcst source → facts. Never imports torch or the checked code."""
+"""Static engine: libcst source → facts. Never imports torch or the checked code.
+
+Facts that need the rest of the project are asked of the project index (`reslint.project_index`):
+whether a model of another file builds this file's classes (a convolution module with BatchNorm1d
+is part of the sequence model that builds it, RL201), and whether modules of other files call this
+file's free functions as norms (RL401 on `def fast_layer_norm(x, ...)` where it is written).
+"""
 
 from __future__ import annotations
 
@@ -28,22 +34,28 @@ FFN_WIDTH_HINTS = ("d_ff", "ffn", "hidden_dim", "intermediate", "d_inner", "mlp"
 FFN_CONTAINER_HINTS = ("mlp[", "ffn[", "ff[", "feed_forward[", "fc[")
 LOW_RANK_HINTS = ("lora", "adapter", "bottleneck", "low_rank", "lowrank")
 NOT_FFN_OWNERS = ("attention", "projector", "embed", "head", "classifier", "scaler", "pooler")
+STATISTIC_WORDS = ("var", "std", "mean", "rsqrt", "pow")  # a free function without any of them computes no norm
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
 
-def extract_facts(path: str, module: cst.Module, source_path: str | None = None) -> FileFacts:
-    """`source_path`: where the file lies (default `path`), to read the config modules it imports."""
-    return StaticExtractor(path, module, SourceMap(module), source_path or path).run()
+def extract_facts(path: str, module: cst.Module, source_path: str | None = None, builders: bool = True) -> FileFacts:
+    """`source_path`: where the file lies (default `path`), to read the project files it relates to
+    (through `reslint.project_index`). `builders`: whether to look at the classes of other files that
+    build this file's classes (off for those other files themselves)."""
+    return StaticExtractor(path, module, SourceMap(module), source_path or path, builders).run()
 
 
 class StaticExtractor:
-    def __init__(self, path: str, module: cst.Module, positions: SourceMap, source_path: str | None = None):
+    def __init__(self, path: str, module: cst.Module, positions: SourceMap, source_path: str | None = None,
+                 builders: bool = False):
         self.path = path
         self.module = module
         self.positions = positions
+        self.source_path = source_path
+        self.builders = builders and source_path is not None
         self.index = FileIndex(module, source_path)
-        self.facts = FileFacts(path=path, engine="static", reads=self.index.config_reads)
+        self.facts = FileFacts(path=path, engine="static", reads=list(self.index.config_reads))
         self.norm_kinds: dict[str, str | None] = {}
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
 
@@ -82,6 +94,7 @@ class StaticExtractor:
                 if not other:
                     self.graphs.setdefault(info.name, graph)
                 self._collect(graph, assumed, other, info.name, info.name in consumed)
+        self._norm_functions_used_elsewhere(norm_kinds)
         run_from_outside = reached_into(self.index)
         for key, roots in self.deferred.items():
             # No class building the root followed the stream (nor runs the stack itself): the root's output stands.
@@ -89,9 +102,40 @@ class StaticExtractor:
                 self.final_norms[key] = False
                 self.facts.open_streams[key] = roots
         self._finish(module_classes, outermost)
+        # The files the project index read for defaults while the classes were evaluated: a cached result
+        # goes stale when one of them changes.
+        self.facts.reads.extend(path for path in self.index.config_reads if path not in self.facts.reads)
         self.facts.limits = [AnalysisLimit(Span(self.path, hit.line, hit.column), hit.budget, budget_limits()[hit.budget])
                              for hit in file_budget(self.index).hits.values()]
         return self.facts
+
+    def _norm_functions_used_elsewhere(self, norm_kinds) -> None:
+        """Hand-written norms in free functions that modules of other project files call (`fast_layer_norm`
+        imported by a LayerNorm class): judged here, where they are written. A function no module calls
+        (a metric, input scaling) is not a norm layer."""
+        if not self.builders:
+            return
+        from reslint.project_index import ProjectIndex, project_path
+
+        project = None
+        for name, function in self.index.functions.items():
+            if "norm" not in name.lower() or not any(word in self.positions.code(function) for word in STATISTIC_WORDS):
+                continue
+            project = project or ProjectIndex.for_file(self.source_path)
+            callers = [site for site in project.construction_sites(self.source_path, name)
+                       if site.scope_is_class and site.path != project_path(self.source_path)]
+            if not any(project.is_module_class(site.path, site.scope) for site in callers):
+                continue
+            self.facts.reads.extend(dict.fromkeys(str(site.path) for site in callers))
+            evaluator = Evaluator(self.index, self.positions, self.path)
+            evaluator.norm_class_kinds = norm_kinds
+            try:
+                graph = evaluator.evaluate_function(function, owner=name)
+            except BudgetExceeded:
+                continue
+            for norm in find_hand_written_norms(graph):
+                fact = self._hand_written_fact(norm)
+                self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
 
     def _evaluations(self, info: ClassInfo, norm_kinds):
         """One graph per assignment of the configuration flags the forward branches on (at most two flags),
@@ -191,6 +235,8 @@ class StaticExtractor:
         sequence_classes = set()
         for info in outermost:
             model = self._model_facts(info)
+            if not model.sequence_markers and self._builds_batchnorm(model.classes):
+                model = replace(model, sequence_markers=self._markers_of_builders(info.name))
             self.facts.models.append(model)
             if model.sequence_markers:
                 sequence_classes.update(model.classes)
@@ -265,8 +311,29 @@ class StaticExtractor:
                     facts.append(ResidualAdd(
                         span=self.span(inner.node), block=f"nn.{inner.name}", placement=placement,
                         skip="src", branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}"))
+            facts.extend(self._builtin_base_residuals(info))
         unique = {(fact.span.line, fact.span.column): fact for fact in facts}
         return list(unique.values())
+
+    def _builtin_base_residuals(self, info: ClassInfo) -> list[ResidualAdd]:
+        """A class derived from torch's Transformer layers: its placement is the `norm_first` it passes
+        to `super().__init__` (unknown when `**kwargs` may carry it)."""
+        init = info.methods.get("__init__")
+        bases = [member for base in info.node.bases if (member := self.index.torch_member(base.value))
+                 in BUILTIN_LAYERS + ("Transformer",)]
+        if not bases or init is None:
+            return []
+        for call in _super_init_calls(init):
+            spec = ModuleSpec("builtin", bases[0], call, info, tuple(call.args))
+            if spec.arg(10_000, "norm_first") is None and any(arg.star for arg in call.args):
+                return []
+            placement = self._builtin_placement(spec)
+            if placement is None:
+                return []
+            self.builtin_owners.setdefault((self.span(call).line, self.span(call).column), info.name)
+            return [ResidualAdd(span=self.span(call), block=info.name, placement=placement, skip="src",
+                                branch="self_attn/feed_forward", builtin=f"nn.{bases[0]}")]
+        return []
 
     def _builtin_layer_specs(self, info: ClassInfo, spec: ModuleSpec):
         if spec.kind == "builtin" and spec.name in BUILTIN_LAYERS:
@@ -381,6 +448,31 @@ class StaticExtractor:
         return ModelFacts(name=info.name, span=self.span(info.node.name),
                           sequence_markers=tuple(dict.fromkeys(markers)), classes=tuple(sorted(classes)),
                           stacks=stacks, placement=placement)
+
+    def _builds_batchnorm(self, classes) -> bool:
+        return any(inner.kind == "builtin" and "BatchNorm" in inner.name for name in classes
+                   for spec in self.index.classes[name].submodules.values() for inner in iter_specs(spec))
+
+    def _markers_of_builders(self, name: str) -> tuple[str, ...]:
+        """The sequence markers of the models in other project files that build class `name` (a Conformer's
+        convolution module lives in its own file; the attention that makes it a sequence model in another)."""
+        if not self.builders:
+            return ()
+        from reslint.project_index import ProjectIndex, project_path
+
+        project = ProjectIndex.for_file(self.source_path)
+        markers: list[str] = []
+        for site in project.construction_sites(self.source_path, name):
+            if not site.scope_is_class or site.path == project_path(self.source_path):
+                continue  # this file's own classes are in the model's closure already
+            facts = project.static_facts(site.path)
+            if facts is None:
+                continue
+            self.facts.reads.append(str(site.path))
+            for model in facts.models:
+                if site.scope in model.classes:
+                    markers.extend(model.sequence_markers)
+        return tuple(dict.fromkeys(markers))
 
     def _closure(self, info: ClassInfo) -> set[str]:
         seen = {info.name}
@@ -620,6 +712,21 @@ def _spans_several_axes(shape_expr) -> bool:
         return len(slices) == 1 and isinstance(slices[0].slice, cst.Slice) and slices[0].slice.lower is not None \
             and isinstance(slices[0].slice.lower, cst.Integer) and slices[0].slice.lower.value == "1"
     return False
+
+
+def _super_init_calls(init: cst.FunctionDef) -> list[cst.Call]:
+    """The `super().__init__(...)` calls of an `__init__`."""
+    found: list[cst.Call] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+                found.append(node)
+
+    init.visit(Calls())
+    return found
 
 
 def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:

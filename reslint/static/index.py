@@ -2,6 +2,13 @@
 
 Nothing here runs user code: constructor calls are recorded as `ModuleSpec`s with their
 argument expressions, and literal values are folded only where the source spells them.
+
+What lives in other files of the project is asked of the project index (`reslint.project_index`,
+given the file's `source_path`): the config classes the file imports and their defaults, a
+config field's default elsewhere in the project (a config class, a training script's argparse
+options), whether an imported class or function is a norm, whether a helper like `clones`
+builds a stack. The files read that way are listed in `config_reads`, so that a cached result
+is dropped when one of them changes.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import libcst as cst
 from reslint.static import torch_api
 
 UNKNOWN = object()
+# torch modules a model class may derive from without a forward of its own (`class L(nn.TransformerEncoderLayer)`)
+TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
 
 @dataclass(eq=False)
@@ -62,6 +71,8 @@ class FileIndex:
     def __init__(self, module: cst.Module, source_path: str | None = None):
         """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
         self.module = module
+        self.source_path = source_path
+        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = None
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
@@ -69,10 +80,11 @@ class FileIndex:
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
+        self.config_unread = False  # a config class the file imports could not be read
         if source_path is not None:
-            from reslint.static.config_sources import imported_config_indexes
+            from reslint.project_index import ProjectIndex
 
-            found = imported_config_indexes(self, source_path)
+            found, self.config_unread = ProjectIndex.for_file(source_path).imported_configs(self, source_path)
             self.config_reads = [path for path, _ in found]
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
@@ -151,13 +163,35 @@ class FileIndex:
                 return qualified[len(alias):]
         return None
 
+    def builds_copies(self, qualified: str) -> bool:
+        """Whether the function `qualified` names (of this file, or of another project file through the
+        project index) returns a ModuleList/Sequential of copies of its first argument, as `clones` does."""
+        if self.source_path is None:
+            return False
+        from reslint.project_index import ProjectIndex
+
+        return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
+
+    def imported_norm_kind(self, qualified: str) -> str | None:
+        """The norm kind of a class or function imported from another project file that is a norm: a torch
+        norm's subclass (`class FinalScale(nn.LayerNorm)`), a module or function normalising by hand
+        (`from .functional import fast_layer_norm`); else None."""
+        if self.source_path is None or "." not in qualified.lstrip(".") and not qualified.startswith("."):
+            return None
+        if not qualified.rsplit(".", 1)[-1][:1].isupper() and "norm" not in qualified.rsplit(".", 1)[-1].lower():
+            return None  # only functions named as norms are read (`rotate_half` is not worth a parse)
+        from reslint.project_index import ProjectIndex
+
+        return ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified)
+
     # ----- classes -------------------------------------------------------------
 
     def is_module_class(self, info: ClassInfo, seen: frozenset = frozenset()) -> bool:
         if self.method(info, "forward") is not None:
             return True
         for base in info.bases:
-            if base.endswith("Module") or base.endswith("PreTrainedModel"):
+            if base.endswith("Module") or base.endswith("PreTrainedModel") or (
+                    torch_api.torch_member(base) in TORCH_MODULE_BASES):
                 return True
             local = self.classes.get(base)
             if local is not None and local.name not in seen and self.is_module_class(local, seen | {info.name}):
@@ -278,7 +312,8 @@ class FileIndex:
             if self.is_module_class(self.classes[qualified]):
                 return ModuleSpec("local", qualified, expr, info, tuple(expr.args))
             return None
-        if qualified is not None and qualified.split(".")[-1] in ("clones", "_get_clones", "get_clones") and expr.args:
+        if qualified is not None and expr.args and (qualified.split(".")[-1] in ("clones", "_get_clones", "get_clones")
+                                                    or self.builds_copies(qualified)):
             element = self.spec_from_expr(info, expr.args[0].value, local_specs)
             depth = self.fold_int(info, expr.args[1].value) if len(expr.args) > 1 else None
             return ModuleSpec("container", "ModuleList", expr, info, tuple(expr.args),
@@ -443,13 +478,74 @@ class FileIndex:
                 values.add(self.fold(None, info.init_defaults[name], depth + 1))
         values.discard(UNKNOWN)
         if not values:
-            # The config classes the file imports from a sibling module (set by the static engine).
+            # The config classes the file imports from other project files (read through the project index).
             for source in self.config_sources:
                 values.add(source.config_field(name, depth + 1))
+            values.discard(UNKNOWN)
+        if not values and depth == 0:
+            # `parser.add_argument("--pre-norm", ...)` here, or in the scripts that build this file's models.
+            values = {self.fold(None, default) for default in self.argument_defaults().get(name, ())}
+            if not values and self.source_path is not None:
+                from reslint.project_index import ProjectIndex
+
+                project = ProjectIndex.for_file(self.source_path)
+                builders = project.builder_indexes(self.source_path, self)
+                found = [(path, index.fold(None, default)) for path, index in builders
+                         for default in index.argument_defaults().get(name, ())]
+                found = [(path, value) for path, value in found if value is not UNKNOWN]
+                if not found and not self.config_unread:  # a config class of the project with a field of this name
+                    found = [(path, value) for path, value in project.config_defaults(name) if is_hashable(value)]
+                values = {value for _, value in found}
+                self.config_reads.extend(str(path) for path, _ in found if str(path) not in self.config_reads)
             values.discard(UNKNOWN)
         if len(values) == 1:
             return values.pop()
         return UNKNOWN
+
+    def argument_defaults(self) -> dict[str, list[cst.BaseExpression]]:
+        """Command-line defaults: `add_argument("--norm-position", default="post")` -> {"norm_position": [...]};
+        `action="store_true"` defaults to False, `"store_false"` to True."""
+        if self._argument_defaults is None:
+            found: dict[str, list[cst.BaseExpression]] = {}
+            for call in argument_calls(self.module):
+                flags = [string_value(arg.value) for arg in call.args
+                         if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
+                keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+                dest = keywords.get("dest")
+                name = string_value(dest) if isinstance(dest, cst.SimpleString) else next(
+                    (flag.lstrip("-").replace("-", "_") for flag in flags if flag and flag.startswith("--")), None)
+                action = keywords.get("action")
+                action = string_value(action) if isinstance(action, cst.SimpleString) else None
+                default = keywords.get("default") or {"store_true": cst.Name("False"),
+                                                      "store_false": cst.Name("True")}.get(action or "")
+                if name and default is not None:
+                    found.setdefault(name, []).append(default)
+            self._argument_defaults = found
+        return self._argument_defaults
+
+
+def is_hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def argument_calls(module: cst.Module) -> list[cst.Call]:
+    """The `<parser>.add_argument(...)` calls of a module."""
+    found: list[cst.Call] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+                found.append(node)
+
+    try:
+        module.visit(Calls())
+    except RecursionError:  # a file nested too deep to walk: the options found so far
+        pass
+    return found
 
 
 def dotted_name(node: cst.BaseExpression) -> str:

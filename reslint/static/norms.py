@@ -193,7 +193,18 @@ def classify_norm_class(index, positions, path, info) -> str | None:
         return None
     evaluator = Evaluator(index, positions, path)
     evaluator.norm_class_kinds = {info.name: None}
-    graph = evaluator.evaluate_class(info)
+    return normalised_input_kind(evaluator.evaluate_class(info))
+
+
+def classify_norm_function(index, positions, path, function) -> str | None:
+    """A free function (`def fast_layer_norm(x, weight, bias, eps)`) that returns its first argument
+    normalised and affinely rescaled: the norm kind, else None."""
+    from reslint.static.dataflow import Evaluator
+
+    return normalised_input_kind(Evaluator(index, positions, path).evaluate_function(function))
+
+
+def normalised_input_kind(graph) -> str | None:
     find_hand_written_norms(graph)
     inputs = [n for n in graph.nodes if n.op == "input"]
     if not inputs or not graph.outputs:
@@ -203,8 +214,10 @@ def classify_norm_class(index, positions, path, info) -> str | None:
     node = output
     while True:
         node, _ = strip_passthrough(node, allow_scale=True)
-        if node.op in ("add", "mul") and len(data_inputs(node)) == 1 and "norm_kind" not in node.info:
-            node = data_inputs(node)[0]
+        # The affine rescale: by parameters, or (a free function) by its other arguments, `* weight + bias`.
+        data = [inner for inner in data_inputs(node) if inner.op != "input" or inner is first_input]
+        if node.op in ("add", "mul") and len(data) == 1 and "norm_kind" not in node.info:
+            node = data[0]
             continue
         break
     if is_layer_norm(node):

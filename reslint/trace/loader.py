@@ -1,8 +1,12 @@
 """Import a checked file by path, under a unique module name, and undo the import's side effects.
 
-The file's directory and the project root are put on `sys.path` only while the file is loaded,
-built and traced; the modules the file pulled in from the project are dropped from `sys.modules`
-afterwards, so two checked files with a sibling `config.py` each see their own.
+`sys.path` is set the way the project runs (`reslint.project_index.search_path`, the one resolver
+the static engine and the cache use too): the directory above the file's package, the file's
+directory, the project root (pyproject.toml/setup.cfg/.git) and the configured root, and their
+`src/`, so a model file in a subfolder can `from utils import ...` a package at the repository
+root. They are on `sys.path` only while the file is loaded, built and traced; the modules the file
+pulled in from the project are dropped from `sys.modules` afterwards, so two checked files with a
+sibling `config.py` each see their own.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
+
+from reslint.project_index import module_name, project_root, search_path
 
 
 class TraceTimeout(BaseException):
@@ -78,24 +84,6 @@ def locate(error: BaseException, path: str) -> UserError | None:
     return best
 
 
-def package_name(path: str) -> tuple[str, str] | None:
-    """(dotted name, directory to put on sys.path) for a module inside a package, else None."""
-    directory = os.path.dirname(path)
-    if not os.path.isfile(os.path.join(directory, "__init__.py")):
-        return None
-    stem = os.path.splitext(os.path.basename(path))[0]
-    parts = [] if stem == "__init__" else [stem]
-    while os.path.isfile(os.path.join(directory, "__init__.py")):
-        parts.insert(0, os.path.basename(directory))
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None
-        directory = parent
-    if not all(part.isidentifier() for part in parts):
-        return None
-    return ".".join(parts), directory
-
-
 def module_name_for(path: str) -> str:
     digest = hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:12]
     stem = "".join(ch if ch.isalnum() else "_" for ch in os.path.splitext(os.path.basename(path))[0])
@@ -130,16 +118,16 @@ def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     """
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
-    roots = tuple(dict.fromkeys(os.path.normcase(os.path.abspath(entry)) for entry in (directory, root)))
+    entries = [str(entry) for entry in search_path(path, root)]
+    roots = tuple(dict.fromkeys(os.path.normcase(entry) for entry in
+                                (directory, os.path.abspath(root), str(project_root(path, root)))))
     saved_path = list(sys.path)
     saved_modules = set(sys.modules)
     saved_argv = list(sys.argv)
-    package = package_name(path)
+    package = module_name(path)
     name = package[0] if package else module_name_for(path)
     try:
-        entries = (package[1],) if package else ()
-        entries += (directory, os.path.abspath(root))
-        sys.path[:0] = [entry for entry in dict.fromkeys(entries) if entry not in sys.path]
+        sys.path[:0] = [entry for entry in entries if entry not in sys.path]
         sys.argv = [path]
         try:
             if package:

@@ -1,0 +1,653 @@
+"""The project index: the files of the checked project, read once, and the one import resolver.
+
+Every place that needs another file of the project asks here: the static engine (a config
+class's defaults, whether a class is built by a sequence model elsewhere), the project stage
+(`reslint.project`: which file a training script's model import names), the trace cache (which
+files a traced result depends on) and the trace loader (what goes on `sys.path` while a file
+is imported). So they cannot disagree about where `from utils import clones` leads.
+
+Resolution follows how the project runs, never by importing it:
+
+- the project root is the nearest directory above the file with pyproject.toml, setup.cfg,
+  setup.py or .git (else the configured root);
+- a file's search path is, in order, the directory above the outermost package holding the
+  file (`python -m pkg.model`), the file's own directory (`python sub/train.py`), the project
+  root and the configured root (`pip install -e .` or running from the root), and their `src/`;
+- relative imports start from the importing file's package; `from pkg import Name` follows a
+  package `__init__`'s re-exports to the file that defines `Name`.
+
+Files are read lazily and kept per content: an edited file is read again, an unchanged one never.
+Nothing here imports or runs the project's code.
+
+Interface: `ProjectIndex.for_file(path, root)` (one index per project root, shared),
+`index.resolve(importer, dotted)` -> (file, name), `index.module_file(importer, module, level)`,
+`index.file_index(path)` (the libcst `FileIndex` of a file), `index.dependencies(path)` (the
+project files importing `path` runs) and `index.construction_sites(path, class_name)` (where the
+project builds a class: for model discovery and for facts that need the classes around a class).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import warnings
+from collections import deque
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+INSTALL_DIRECTORIES = ("site-packages", "dist-packages")
+MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
+MAX_REEXPORT_HOPS = 8
+MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project this size at most
+# Imported classes read for their defaults: configuration objects, by the names they go by.
+CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
+                   "Settings")
+IMPORT_CLAUSE = re.compile(rb"\bimport[ \t]+(\([^)]*\)|[^\n]*)")
+WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ImportStatement:
+    module: str  # dotted, "" for `from . import x`
+    level: int  # 0 absolute, 1 for `.`, 2 for `..`
+    names: tuple[str, ...]  # `from module import a, b` (a name may be a submodule); () for `import module`
+    local_names: tuple[str, ...] = ()  # what each of `names` is called in the file (`import a as b`: "b")
+
+
+@dataclass(frozen=True)
+class ConstructionSite:
+    """A call that builds a class: `ConvModule(dim)` in `path`, inside `scope` (a class or function name)."""
+
+    path: Path
+    line: int
+    scope: str  # the enclosing top-level class or function ("" at module level)
+    scope_is_class: bool
+
+
+def project_root(path: str | os.PathLike, fallback: str | os.PathLike | None = None) -> Path:
+    """The nearest directory above `path` that marks a project; `fallback` (or the file's directory) if none."""
+    return directory_root(Path(os.path.abspath(path)).parent,
+                          Path(os.path.abspath(fallback)) if fallback is not None else None)
+
+
+@lru_cache(maxsize=1024)
+def directory_root(directory: Path, fallback: Path | None) -> Path:
+    """`project_root` of the files of `directory` (kept per directory: asked for every file)."""
+    for parent in (directory, *directory.parents):
+        if parent.parent.name in INSTALL_DIRECTORIES:  # an installed package is its own project
+            return parent
+    marked = marked_directory(directory)
+    if marked is not None:
+        return marked
+    if fallback is not None:
+        return fallback
+    base = package_base(directory)  # an installed package: the package itself, not all of site-packages
+    return base / directory.relative_to(base).parts[0] if base is not None else directory
+
+
+@lru_cache(maxsize=1024)
+def marked_directory(directory: Path) -> Path | None:
+    """`directory` or its nearest parent holding a project marker."""
+    if any((directory / marker).exists() for marker in PROJECT_MARKERS):
+        return directory
+    return None if directory.parent == directory else marked_directory(directory.parent)
+
+
+def package_base(directory: Path) -> Path | None:
+    """The directory above the outermost package containing `directory`, or None outside packages."""
+    if not (directory / "__init__.py").is_file():
+        return None
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def search_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> list[Path]:
+    """Where an absolute import in `path` is looked for, in order (see the module docstring)."""
+    file = Path(os.path.abspath(path))
+    marked = project_root(file, root)
+    entries = []
+    base = package_base(file.parent)
+    if base is not None:
+        entries.append(base)
+    roots = [marked] + ([Path(os.path.abspath(root))] if root is not None else [])
+    entries += [file.parent, *roots]
+    entries += [entry / "src" for entry in roots if (entry / "src").is_dir()]
+    return list(dict.fromkeys(entries))
+
+
+def module_name(path: str | os.PathLike) -> tuple[str, Path] | None:
+    """(dotted name, directory to import it from) for a file inside a package; None outside packages."""
+    file = Path(os.path.abspath(path))
+    base = package_base(file.parent)
+    if base is None:
+        return None
+    parts = list(file.relative_to(base).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts), base
+
+
+def project_path(path: str | os.PathLike) -> Path:
+    """The absolute path the index keys a file by."""
+    return Path(os.path.abspath(path))
+
+
+def is_under(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+class ProjectIndex:
+    """The files of one project (see the module docstring)."""
+
+    _shared: dict[tuple[Path, Path | None], ProjectIndex] = {}
+
+    def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None):
+        self.root = Path(os.path.abspath(root))
+        self.configured_root = configured_root
+        self._trees: dict[tuple[Path, str], ast.Module | None] = {}
+        self._import_words: dict[tuple[Path, int, int], frozenset[str]] = {}
+        self._indexes: dict[tuple[Path, str], object] = {}
+        self._facts: dict[tuple, object] = {}
+        self._files: list[Path] | None = None
+
+    @classmethod
+    def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
+        """The shared index of the project `path` belongs to."""
+        key = (project_root(path, root), Path(os.path.abspath(root)) if root is not None else None)
+        if key not in cls._shared:
+            if len(cls._shared) > 64:
+                cls._shared.clear()
+            cls._shared[key] = cls(key[0], root)
+        return cls._shared[key]
+
+    # ----- reading files (cached per content) ------------------------------------------------
+
+    def source(self, path: Path) -> bytes | None:
+        from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
+        try:
+            return read_project_file(path, None, MAX_SOURCE_BYTES)
+        except (OSError, ValueError):
+            return None
+
+    def syntax_tree(self, path: Path) -> ast.Module | None:
+        """The file's `ast` tree (cheap next to libcst's): for imports and call sites."""
+        source = self.source(path)
+        if source is None:
+            return None
+        key = (path, hashlib.sha1(source).hexdigest())
+        if key not in self._trees:
+            if len(self._trees) > 4096:
+                self._trees.clear()
+            self._trees[key] = parse_quietly(source, path)
+        return self._trees[key]
+
+    def imported_words(self, path: Path) -> frozenset[str]:
+        """The words of the file's import statements, from its text (a superset of the names it imports;
+        cheap enough to ask of every file of a large project, and kept while the file is unchanged)."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return frozenset()
+        key = (path, status.st_mtime_ns, status.st_size)
+        if key not in self._import_words:
+            source = self.source(path) or b""
+            words = {word.decode() for clause in IMPORT_CLAUSE.findall(source) for word in WORD.findall(clause)}
+            self._import_words[key] = frozenset(words)
+        return self._import_words[key]
+
+    def imports(self, path: Path) -> list[ImportStatement]:
+        """Every import statement of the file, wherever it is (a function, `if TYPE_CHECKING:`, a `try:`)."""
+        tree = self.syntax_tree(path)
+        return read_imports(tree) if tree is not None else []
+
+    def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
+        """(path, index) of each project file defining a config class `index` (the file at `path`) imports
+        (`XConfig`, `TrainingArguments`, `LayerOptions`: not a module), whose fields' and `__init__`
+        arguments' defaults the file reads; and whether a config class it imports could not be read (from
+        outside the project, or a missing file: then its defaults are not guessed from elsewhere)."""
+        importer = Path(os.path.abspath(path))
+        found = {}
+        unread = False
+        for local, dotted in index.aliases.items():
+            if not local.endswith(CONFIG_SUFFIXES) or "." not in dotted.lstrip(".") and not dotted.startswith("."):
+                continue
+            resolved = self.resolve(importer, dotted)
+            if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
+                unread = True
+                continue
+            other = self.file_index(resolved[0])
+            info = other.classes.get(resolved[1]) if other is not None else None
+            if info is not None and not other.is_module_class(info):
+                found[str(resolved[0])] = other
+            else:
+                unread = True
+        return sorted(found.items()), unread
+
+    def file_index(self, path: str | os.PathLike):
+        """The static index (`reslint.static.index.FileIndex`) of a project file; None when it does not parse."""
+        import libcst as cst
+
+        from reslint.static.index import FileIndex
+
+        path = Path(os.path.abspath(path))
+        source = self.source(path)
+        if source is None:
+            return None
+        key = (path, hashlib.sha1(source).hexdigest())
+        if key not in self._indexes:
+            if len(self._indexes) > 512:
+                self._indexes.clear()
+                self._facts.clear()  # keyed by the identity of an index
+            try:
+                self._indexes[key] = FileIndex(cst.parse_module(source.decode("utf-8")))
+            except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+                self._indexes[key] = None
+        return self._indexes[key]
+
+    def norm_kind(self, importer: str | os.PathLike, dotted: str) -> str | None:
+        """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a
+        torch norm's subclass, or one that normalises its (first) input by hand; else None."""
+        resolved = self.resolve(importer, dotted)
+        if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
+            return None
+        tree = self.syntax_tree(resolved[0])
+        definition = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
+        if not isinstance(definition, (ast.ClassDef, ast.FunctionDef)):
+            return None  # read with libcst only what is a class or a function there
+        index = self.file_index(resolved[0])
+        function = index.functions.get(resolved[1]) if index is not None else None
+        cls = index.classes.get(resolved[1]) if index is not None else None
+        key = (resolved[0], resolved[1], id(index))
+        if (function or cls) is not None and key not in self._facts:
+            from reslint.static.norms import classify_norm_class, classify_norm_function
+            from reslint.static.positions import SourceMap
+
+            self._facts[key] = None  # recursion guard: a function calling itself through imports
+            try:
+                positions = SourceMap(index.module)
+                self._facts[key] = (classify_norm_function(index, positions, str(resolved[0]), function) if function
+                                    else classify_norm_class(index, positions, str(resolved[0]), cls))
+            except Exception:  # noqa: BLE001 - what the engine cannot follow is simply not a norm
+                self._facts[key] = None
+        return self._facts.get(key)
+
+    def builder_indexes(self, path: str | os.PathLike, index) -> list[tuple[Path, object]]:
+        """(path, index) of the other project files that build a module class of `index` (the file at `path`):
+        the training scripts whose command-line defaults the model reads (`Model(args)`)."""
+        target = project_path(path)
+        key = (target, "builders", id(index))
+        if key not in self._facts:
+            files = {site.path for name, info in index.classes.items() if index.is_module_class(info)
+                     for site in self.construction_sites(target, name) if site.path != target}
+            self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file)) is not None]
+        return self._facts[key]
+
+    def config_defaults(self, field: str) -> list[tuple[Path, object]]:
+        """The defaults the project's config classes give a field of this name, wherever they are (a layer
+        reading `args.decoder_normalize_before` is handed a config built elsewhere): class attributes and
+        dataclass fields, `__init__` arguments, `self.field = kwargs.pop("field", default)`. Literal values
+        only, with the file each is in; nothing when the project is too large to search this way."""
+        key = ("config field", field)
+        if key not in self._facts:
+            values: list[tuple[Path, object]] = []
+            files = self.python_files()
+            for path in files if len(files) <= MAX_FIELD_SEARCH_FILES else ():
+                source = self.source(path)
+                tree = self.syntax_tree(path) if source is not None and field.encode() in source else None
+                try:
+                    values.extend((path, value) for value in (field_defaults(tree, field) if tree is not None else ()))
+                except RecursionError:  # a class nested too deep to read: its defaults are not known
+                    continue
+            self._facts[key] = values
+        return self._facts[key]
+
+    def is_module_class(self, path: Path, name: str) -> bool:
+        index = self.file_index(path)
+        info = index.classes.get(name) if index is not None else None
+        return info is not None and index.is_module_class(info)
+
+    def static_facts(self, path: Path):
+        """The static engine's facts of another project file (not looking further at who builds its classes)."""
+        from reslint.static.engine import extract_facts
+
+        index = self.file_index(path)
+        if index is None:
+            return None
+        key = (path, "facts", id(index))
+        if key not in self._facts:
+            try:
+                self._facts[key] = extract_facts(str(path), index.module, str(path), builders=False)
+            except Exception:  # noqa: BLE001 - a neighbour the engine cannot read only means fewer facts
+                self._facts[key] = None
+        return self._facts[key]
+
+    def python_files(self) -> list[Path]:
+        """The project's Python files (skipped directories left out), walked once."""
+        from reslint.discovery import is_skipped_dir
+
+        if self._files is None:
+            found: list[Path] = []
+            for current, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
+                found.extend(Path(current, name) for name in sorted(filenames) if name.endswith(".py"))
+                if len(found) > MAX_SCANNED_FILES:
+                    break
+            self._files = found[:MAX_SCANNED_FILES]
+        return self._files
+
+    # ----- resolution --------------------------------------------------------------------------
+
+    def module_file(self, importer: str | os.PathLike, module: str, level: int = 0) -> Path | None:
+        """The file `import module` (or `from .module`, with `level` dots) names from `importer`:
+        `a/b.py` or `a/b/__init__.py`. None when it is not a project file."""
+        found = self._walk_from(Path(os.path.abspath(importer)), module, level)
+        if found is None:
+            return None
+        files, package = found
+        if package is None:
+            return files[-1]
+        init = package / "__init__.py"
+        return init if init.is_file() else None  # a namespace package has no file
+
+    def resolve(self, importer: str | os.PathLike, dotted: str) -> tuple[Path, str] | None:
+        """`model.GPT` / `.layers.Block` / `pkg.GPT` as imported in `importer` -> (file defining it, name).
+
+        Follows a package `__init__`'s re-exports; a name no file defines resolves to the module that
+        should hold it (a class of an unreadable file still names its file)."""
+        level = len(dotted) - len(dotted.lstrip("."))
+        if not level and "." not in dotted:
+            return Path(os.path.abspath(importer)), dotted
+        module, _, name = dotted[level:].rpartition(".")
+        target = self.module_file(importer, module, level)
+        if target is None:
+            return None
+        submodule = self._submodule(target, name)
+        if submodule is not None:
+            return submodule, ""
+        return self._defining(target, name)
+
+    def _defining(self, path: Path, name: str, hops: int = 0) -> tuple[Path, str]:
+        tree = self.syntax_tree(path)
+        if tree is None or hops >= MAX_REEXPORT_HOPS or name in top_level_definitions(tree):
+            return path, name
+        source = next((("." * statement.level + statement.module, original) for statement in read_imports(tree)
+                       if statement.names for original, local in zip(statement.names, statement.local_names)
+                       if local == name), None)
+        if source is None:
+            return path, name
+        prefix, original = source
+        level = len(prefix) - len(prefix.lstrip("."))
+        target = self.module_file(path, prefix[level:], level)
+        if target is None or target == path:
+            return path, name
+        submodule = self._submodule(target, original)
+        if submodule is not None:
+            return submodule, ""
+        return self._defining(target, original, hops + 1)
+
+    def copies_first_argument(self, importer: str | os.PathLike, dotted: str) -> bool:
+        """Whether the function `dotted` names in `importer` (its own or another project file's) returns a
+        ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does."""
+        resolved = self.resolve(importer, dotted)
+        tree = self.syntax_tree(resolved[0]) if resolved is not None else None
+        function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
+        return isinstance(function, ast.FunctionDef) and returns_copies(function)
+
+    def _submodule(self, module_path: Path, name: str) -> Path | None:
+        if module_path.name != "__init__.py" or not name.isidentifier():
+            return None
+        for candidate in (module_path.parent / name / "__init__.py", module_path.parent / f"{name}.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _walk_from(self, importer: Path, module: str, level: int) -> tuple[list[Path], Path | None] | None:
+        parts = module.split(".") if module else []
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            return walk(base, parts)
+        for directory in search_path(importer, self.configured_root):
+            found = walk(directory, parts)
+            if found is not None:
+                return found
+        return None
+
+    # ----- what a file depends on, and who builds a class -----------------------------------------
+
+    def dependencies(self, path: str | os.PathLike) -> list[Path]:
+        """The project files importing `path` runs, directly or through other project files: sorted
+        absolute paths under the project root, `path` itself left out. A file that cannot be read or
+        parsed is listed (when imported) but its own imports are not followed."""
+        entry = Path(os.path.abspath(path))
+        found: set[Path] = set()
+        queue: deque[Path] = deque([entry, *enclosing_package_inits(entry)])
+        seen: set[Path] = set(queue)
+        while queue:
+            current = queue.popleft()
+            if current != entry:
+                found.add(current)
+            if not is_under(current, self.root):
+                continue  # a file outside the project is listed by nobody, nor followed
+            for dependency in self._files_imported(current, entry):
+                if dependency not in seen:
+                    seen.add(dependency)
+                    queue.append(dependency)
+        return sorted(dependency for dependency in found if is_under(dependency, self.root))
+
+    def _files_imported(self, path: Path, entry: Path) -> list[Path]:
+        files: list[Path] = []
+        for statement in self.imports(path):
+            # Absolute imports resolve against the entry file's search path: the one sys.path of the run.
+            found = self._walk_from(path if statement.level else entry, statement.module, statement.level)
+            if found is None:
+                continue
+            files.extend(found[0])
+            if found[1] is not None:
+                files.extend(module for name in statement.names
+                             if (module := self._submodule(found[1] / "__init__.py", name)) is not None)
+        return list(dict.fromkeys(files))
+
+    def construction_sites(self, path: str | os.PathLike, class_name: str) -> list[ConstructionSite]:
+        """Every call in the project of the class (or function) `class_name` defined in `path`, in its own
+        file too (`__main__` blocks, factories): `Name(...)` after `from module import Name [as Alias]`,
+        `module.Name(...)` after `import module` or `from package import module`. Found by name, then
+        confirmed through the caller's imports (a same-named class elsewhere does not count)."""
+        target = Path(os.path.abspath(path))
+        sites = []
+        for candidate in self.python_files():
+            if candidate == target:
+                tree = self.syntax_tree(target)
+                sites.extend(calls_of(target, tree, {class_name}, set(), class_name) if tree is not None else ())
+                continue
+            if class_name not in self.imported_words(candidate) and target.stem not in self.imported_words(candidate):
+                continue
+            names, modules = self._bindings(candidate, target, class_name)
+            tree = self.syntax_tree(candidate) if names or modules else None
+            if tree is not None:
+                sites.extend(calls_of(candidate, tree, names, modules, class_name))
+        return sites
+
+    def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
+        """The local names `candidate` binds to the class, and to the module defining it."""
+        names, modules = set(), set()
+        for statement in self.imports(candidate):
+            prefix = "." * statement.level + statement.module
+            if not statement.names:  # `import a.b as m` binds m to a.b; `import a.b` binds only a
+                if statement.local_names[0] != statement.module.split(".")[0] or "." not in statement.module:
+                    if self.module_file(candidate, statement.module) == target:
+                        modules.add(statement.local_names[0])
+                continue
+            for name, local in zip(statement.names, statement.local_names):
+                dotted = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
+                resolved = self.resolve(candidate, dotted) if name in (class_name, target.stem) else None
+                if resolved == (target, class_name):
+                    names.add(local)
+                elif resolved == (target, ""):
+                    modules.add(local)
+        return names, modules
+
+
+def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
+             attribute: str) -> list[ConstructionSite]:
+    """The calls `Name(...)` of `names` and `module.attribute(...)` of `modules`, with the top-level class or
+    function each is in."""
+    sites = []
+    for statement in tree.body:
+        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        for node in ast.walk(statement):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in names or (
+                    isinstance(func, ast.Attribute) and func.attr == attribute and isinstance(func.value, ast.Name)
+                    and func.value.id in modules):
+                sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
+    return sites
+
+
+def field_defaults(tree: ast.Module, field: str) -> list[object]:
+    """The literal defaults of `field` in the config classes (no `forward`, no `...Module` base) of a module."""
+    values = []
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        methods = {item.name: item for item in cls.body if isinstance(item, ast.FunctionDef)}
+        bases = [ast.unparse(base) for base in cls.bases]
+        if "forward" in methods or any(base.endswith(("Module", "Layer", "Model")) for base in bases):
+            continue
+        expressions = [item.value for item in cls.body if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value
+                       and field in [target.id for target in (item.targets if isinstance(item, ast.Assign)
+                                                               else [item.target]) if isinstance(target, ast.Name)]]
+        init = methods.get("__init__")
+        if init is not None:
+            arguments = init.args.posonlyargs + init.args.args
+            defaults = dict(zip([arg.arg for arg in arguments[len(arguments) - len(init.args.defaults):]],
+                                init.args.defaults))
+            defaults.update((arg.arg, default) for arg, default in zip(init.args.kwonlyargs, init.args.kw_defaults)
+                            if default is not None)
+            if field in defaults:
+                expressions.append(defaults[field])
+            for node in ast.walk(init):
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Attribute)
+                        and node.targets[0].attr == field and isinstance(node.value, ast.Call)
+                        and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in ("pop", "get")
+                        and len(node.value.args) == 2):
+                    expressions.append(node.value.args[1])
+        for expression in expressions:
+            try:
+                values.append(ast.literal_eval(expression))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    return values
+
+
+def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    """The classes, functions and assigned names a module defines at its top level (under `if`/`try` too)."""
+    found: dict[str, ast.AST] = {}
+    pending = list(tree.body)
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(statement.name, statement)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            found.update((target.id, statement) for target in targets if isinstance(target, ast.Name))
+        elif isinstance(statement, (ast.If, ast.Try)):
+            pending.extend(statement.body + statement.orelse)
+    return found
+
+
+def returns_copies(function: ast.FunctionDef) -> bool:
+    """`return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])` (or Sequential), `module` the first
+    parameter."""
+    params = function.args.posonlyargs + function.args.args
+    if not params:
+        return False
+    for statement in function.body:
+        value = statement.value if isinstance(statement, ast.Return) else None
+        if not isinstance(value, ast.Call) or called_name(value) not in ("ModuleList", "Sequential"):
+            continue
+        for arg in value.args:
+            inner = arg.value if isinstance(arg, ast.Starred) else arg
+            element = inner.elt if isinstance(inner, (ast.ListComp, ast.GeneratorExp)) else None
+            if (isinstance(element, ast.Call) and called_name(element) == "deepcopy" and element.args
+                    and isinstance(element.args[0], ast.Name) and element.args[0].id == params[0].arg):
+                return True
+    return False
+
+
+def called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def parse_quietly(source: bytes, path: Path) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of the code read are not ours to show
+            return ast.parse(source, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def read_imports(tree: ast.Module) -> list[ImportStatement]:
+    imports = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports.extend(ImportStatement(alias.name, 0, (), (alias.asname or alias.name.split(".")[0],))
+                           for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            aliases = [alias for alias in node.names if alias.name != "*"]
+            imports.append(ImportStatement(node.module or "", node.level or 0, tuple(alias.name for alias in aliases),
+                                           tuple(alias.asname or alias.name for alias in aliases)))
+    return imports
+
+
+def enclosing_package_inits(entry: Path) -> list[Path]:
+    """The `__init__.py` files importing `entry` as a package module runs."""
+    inits = []
+    directory = entry.parent
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        if directory / "__init__.py" != entry:
+            inits.append(directory / "__init__.py")
+        directory = directory.parent
+    return inits
+
+
+def walk(directory: Path, parts: list[str]) -> tuple[list[Path], Path | None] | None:
+    """What importing the dotted `parts` from `directory` runs: the package `__init__` files on the way and
+    the module itself, and the package directory when the name is a package (None for a module).
+    None when the name does not resolve there; skipped directories (virtualenvs, caches) never resolve."""
+    from reslint.discovery import is_skipped_dir
+
+    files: list[Path] = []
+    for position, part in enumerate(parts):
+        if not part.isidentifier():
+            return None
+        package = directory / part
+        if package.is_dir() and is_skipped_dir(package):
+            return None
+        if (package / "__init__.py").is_file():
+            files.append(package / "__init__.py")
+            directory = package
+        elif position == len(parts) - 1 and (directory / f"{part}.py").is_file():
+            files.append(directory / f"{part}.py")
+            return files, None
+        elif package.is_dir():
+            directory = package  # a namespace package: nothing runs
+        else:
+            return None
+    return files, directory

@@ -1,0 +1,221 @@
+"""reslint.project_index: the one import resolver (the files a file imports, what a name resolves to,
+where a class is built, what the trace loader puts on sys.path), read statically."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from cli_support import REPO_ROOT, RESLINT, write
+
+from reslint.project_index import ProjectIndex, project_root, search_path
+
+
+def deps(root: Path, path: str) -> list[str]:
+    return [found.relative_to(root).as_posix() for found in ProjectIndex.for_file(root / path, root).dependencies(root / path)]
+
+
+def test_a_script_imports_its_neighbours_transitively(tmp_path):
+    write(tmp_path, {
+        "train.py": "import torch\nfrom model import GPT\nimport config as cfg\n",
+        "model.py": "from layers import Block\nimport os\n",
+        "layers.py": "def helper():\n    import norms  # an import inside a function counts too\n",
+        "norms.py": "",
+        "config.py": "",
+        "unrelated.py": "",
+    })
+    assert deps(tmp_path, "train.py") == ["config.py", "layers.py", "model.py", "norms.py"]
+    assert deps(tmp_path, "norms.py") == []
+
+
+def test_packages_run_their_init_files_and_from_imports_may_name_submodules(tmp_path):
+    write(tmp_path, {
+        "run.py": "import pkg.sub.mod\nfrom pkg import tools\nfrom pkg.sub import helper as h, CONSTANT\n",
+        "pkg/__init__.py": "",
+        "pkg/tools.py": "",
+        "pkg/sub/__init__.py": "CONSTANT = 1\n",
+        "pkg/sub/mod.py": "",
+        "pkg/sub/helper.py": "",
+        "pkg/sub/unused.py": "",
+    })
+    assert deps(tmp_path, "run.py") == [
+        "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/helper.py", "pkg/sub/mod.py", "pkg/tools.py",
+    ]
+
+
+def test_relative_imports_resolve_from_the_importing_file(tmp_path):
+    write(tmp_path, {
+        "src/lib/__init__.py": "",
+        "src/lib/models/__init__.py": "from .gpt import GPT\n",
+        "src/lib/models/gpt.py": "from ..nn import layers\nfrom . import blocks\nfrom .. import util\n",
+        "src/lib/models/blocks.py": "",
+        "src/lib/nn/__init__.py": "",
+        "src/lib/nn/layers.py": "",
+        "src/lib/util.py": "",
+    })
+    # Checking gpt.py imports it as lib.models.gpt: lib/__init__ and lib/models/__init__ run first.
+    assert deps(tmp_path, "src/lib/models/gpt.py") == [
+        "src/lib/__init__.py", "src/lib/models/__init__.py", "src/lib/models/blocks.py",
+        "src/lib/nn/__init__.py", "src/lib/nn/layers.py", "src/lib/util.py",
+    ]
+
+
+def test_namespace_packages_and_the_project_root_on_the_search_path(tmp_path):
+    write(tmp_path, {
+        "common/shapes.py": "",  # no __init__.py: a namespace package
+        "scripts/check.py": "from common import shapes\nimport common.shapes\n",
+    })
+    assert deps(tmp_path, "scripts/check.py") == ["common/shapes.py"]
+
+
+def test_only_files_under_the_root_count_and_broken_files_do_not_stop_it(tmp_path):
+    root = tmp_path / "project"
+    write(tmp_path, {"external.py": "", "project/pkg/__init__.py": ""})
+    write(root, {
+        "pkg/main.py": "import broken\nimport missing_module\nimport json\nfrom ... import external\n",
+        "pkg/broken.py": "def (:\n",
+        "pkg/json.py": "",  # shadows the standard library here, as it would at run time
+    })
+    assert (tmp_path / "external.py").is_file()
+    assert deps(root, "pkg/main.py") == ["pkg/__init__.py", "pkg/broken.py", "pkg/json.py"]
+
+
+def test_import_cycles_end(tmp_path):
+    write(tmp_path, {"a.py": "import b\n", "b.py": "import a\nimport c\n", "c.py": "from a import x\n"})
+    assert deps(tmp_path, "a.py") == ["b.py", "c.py"]
+
+
+# ----- names: what an import resolves to ------------------------------------------------------------
+
+def test_a_name_follows_package_reexports_to_the_file_defining_it(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "src/lib/__init__.py": "from .models import GPT as GPT\n",
+        "src/lib/models/__init__.py": "from .gpt import GPT\n",
+        "src/lib/models/gpt.py": "class GPT:\n    pass\n",
+        "scripts/train.py": "from lib import GPT\n",
+    })
+    index = ProjectIndex.for_file(tmp_path / "scripts/train.py")
+    assert index.root == tmp_path
+    assert index.resolve(tmp_path / "scripts/train.py", "lib.GPT") == (tmp_path / "src/lib/models/gpt.py", "GPT")
+    assert index.resolve(tmp_path / "src/lib/models/__init__.py", ".gpt.GPT") == (
+        tmp_path / "src/lib/models/gpt.py", "GPT")
+    assert index.resolve(tmp_path / "scripts/train.py", "missing.GPT") is None
+
+
+def test_the_search_path_is_the_one_the_project_runs_with(tmp_path):
+    write(tmp_path, {".git/HEAD": "", "utils/__init__.py": "", "models/gpt/__init__.py": "", "models/gpt/net.py": "",
+                     "models/gpt/src/.keep": "", "src/.keep": ""})
+    # The directory above the file's package, the file's directory, the project root (its .git) and its src/.
+    assert search_path(tmp_path / "models/gpt/net.py") == [tmp_path / "models", tmp_path / "models/gpt", tmp_path, tmp_path / "src"]
+    assert project_root(tmp_path / "models/gpt/net.py") == tmp_path
+
+
+def test_construction_sites_are_confirmed_through_the_callers_imports(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "conv.py": "class ConvModule:\n    pass\n\n\nif __name__ == '__main__':\n    ConvModule()\n",
+        "block.py": "from conv import ConvModule as Conv\n\n\nclass Block:\n    def __init__(self):\n"
+                    "        self.conv = Conv()\n",
+        "main.py": "import conv\n\n\ndef build():\n    return conv.ConvModule()\n",
+        "other/conv.py": "class ConvModule:\n    pass\n",
+        "other/model.py": "from conv import ConvModule\n\n\ndef build():\n    return ConvModule()\n",
+    })
+    sites = ProjectIndex.for_file(tmp_path / "conv.py").construction_sites(tmp_path / "conv.py", "ConvModule")
+    # other/model.py builds its own neighbour's ConvModule, not this one.
+    assert sorted((site.path.relative_to(tmp_path).as_posix(), site.line, site.scope, site.scope_is_class)
+                  for site in sites) == [("block.py", 6, "Block", True), ("conv.py", 6, "", False),
+                                         ("main.py", 5, "build", False)]
+
+
+# ----- the trace loader puts the project root on sys.path ------------------------------------------
+
+REPO_MODEL = '''\
+import torch.nn as nn
+
+from utils.widths import WIDTH
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ff = nn.Linear(WIDTH, WIDTH)
+        self.norm = nn.LayerNorm(WIDTH)
+
+    def forward(self, x):
+        return self.norm(x + self.ff(x))
+'''
+
+
+def test_the_full_check_imports_a_subfolder_model_that_imports_a_package_at_the_repository_root(tmp_path):
+    repo = write(tmp_path / "repo", {
+        ".git/HEAD": "",
+        "utils/__init__.py": "",
+        "utils/widths.py": "WIDTH = 8\n",
+        "models/gpt.py": REPO_MODEL,
+    })
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    result = subprocess.run([str(RESLINT), "check", "--output-format", "json", "--exit-zero", "--no-cache", "--jobs", "1",
+                             str(repo)], cwd=outside, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "NO_COLOR": "1"})
+    report = json.loads(result.stdout)
+    assert [(f["code"], f["line"], f["engine"]) for f in report["findings"]] == [("RL101", 13, "trace")]
+    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Block", "traced (export)")]
+
+
+# ----- facts across files, in both engines (fixtures/project/) ---------------------------------------
+
+POST_LN_TAIL = ("train it with learning-rate warmup (Xiong et al. 2020); Post-LN stacks deeper than about 20 layers "
+                "diverge without DeepNorm-style scaling; Pre-LN needs neither")
+SEQUENCE_BATCHNORM = ("BatchNorm1d in `ConvModule`, part of a sequence model (attention (nn.MultiheadAttention)): its "
+                      "statistics mix samples and positions of the batch and padding, and differ between training and "
+                      "inference; use nn.LayerNorm or nn.RMSNorm over the feature dimension")
+NO_FINAL_NORM = ("the Pre-LN stack `self.layers` of `Encoder` feeds the head/output without a final norm: in Pre-LN "
+                 "the residual stream is never normalised and grows with depth; add a final LayerNorm/RMSNorm after "
+                 "the last block (as GPT-2's ln_f)")
+STATIC_FINDINGS = [
+    ("argparse_flag/model.py", 16, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_TAIL}"),
+    ("builtin_base/layers.py", 9, "RL101",
+     f"`PostLNEncoderLayer` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
+    ("builtin_base/layers.py", 19, "RL101",
+     f"`Seq2Seq` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); {POST_LN_TAIL}"),
+    ("config_elsewhere_post/layer.py", 15, "RL101",
+     f"`Layer` uses Post-LN: the norm follows `residual + self.ff(x)`; {POST_LN_TAIL}"),
+    ("config_post/model.py", 15, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_TAIL}"),
+    ("conformer_conv/conv.py", 13, "RL201", SEQUENCE_BATCHNORM),
+    ("enum_flag/layer.py", 16, "RL101", f"`Layer` uses Post-LN: the norm follows `x + self.mlp(x)`; {POST_LN_TAIL}"),
+    ("helper_stack/model.py", 22, "RL103", NO_FINAL_NORM),
+    ("norm_subclass_missing/model.py", 23, "RL103", NO_FINAL_NORM),
+    ("norm_function/pkg/functional.py", 8, "RL401",
+     "hand-written LayerNorm in `fast_layer_norm` uses the unbiased variance (divides by n - 1), unlike nn.LayerNorm: "
+     "pass unbiased=False (or correction=0)"),
+]
+# The traced models add what running them shows, where they are built: the Post-LN layers a stack of
+# model.py builds, and the BatchNorm1d at the place the Conformer block builds its convolution module.
+TRACED_FINDINGS = [
+    ("builtin_base/model.py", 13, "RL101",
+     f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
+    ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
+]
+# Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
+# helper_stack_normed, norm_subclass, stats_function) must stay silent.
+
+
+def project_findings(*args: str) -> list[tuple[str, int, str, str]]:
+    result = subprocess.run([str(RESLINT), "check", "--output-format", "json", "--exit-zero", "--no-cache", "--jobs", "1",
+                             *args, "fixtures/project"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "NO_COLOR": "1"})
+    report = json.loads(result.stdout)
+    return sorted((f["path"].removeprefix("fixtures/project/"), f["line"], f["code"], f["message"])
+                  for f in report["findings"])
+
+
+def test_cross_file_facts_in_the_static_check():
+    assert project_findings("--static") == sorted(STATIC_FINDINGS)
+
+
+def test_cross_file_facts_in_the_full_check():
+    assert project_findings() == sorted(STATIC_FINDINGS + TRACED_FINDINGS)
