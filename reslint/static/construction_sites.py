@@ -10,8 +10,8 @@ and a factory's parameters bound where the factory is called. Calls stay only wh
 something the model's module defines (`GPT(GPTConfig(n_layer=2))`) or torch does (`nn.GELU()`):
 evaluating the expression runs the model's own constructors and nothing else of the project.
 
-Files of other modules are found through `resolve_module` and `project_files`, the only two
-cross-file lookups here.
+Files of other modules are found through the project index (`reslint/project_index.py`): its
+list of the project's files and its import resolver.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from reslint.file_gate import read_project_file
 from reslint.static.config_files import find_config, hydra_config, read_config
 
 NAMESPACE = "_reslint_namespace"  # types.SimpleNamespace in the evaluation namespace (argparse args passed whole)
-PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 MAX_FILES = 2000  # project files read for construction sites
 MAX_FILE_BYTES = 2_000_000
 MAX_DEPTH = 60  # nested evaluations (names, factories' callers)
@@ -92,55 +91,11 @@ def construction_sites(class_name: str, finder: Finder) -> list[Site]:
 # ----- the project's files -----------------------------------------------------------------------
 
 
-def project_top(path: str, root: str) -> Path:
-    """The directory whose files may build the model: the nearest parent with a project marker inside the
-    root, else the root; for a file outside the root, its outermost package."""
-    root_path = Path(os.path.abspath(root))
-    here = Path(os.path.abspath(path)).parent
-    if root_path not in (here, *here.parents):
-        while (here.parent / "__init__.py").exists():
-            here = here.parent
-        return here
-    for parent in (here, *here.parents):
-        if parent == root_path or any((parent / marker).exists() for marker in PROJECT_MARKERS):
-            return parent
-    return root_path
+def project_index(path: str, root: str):
+    """The project index every cross-file lookup here goes through (one resolver for all of reslint)."""
+    from reslint.project_index import ProjectIndex
 
-
-def project_files(top: Path) -> list[str]:
-    """The project's Python files under `top`, skipping hidden folders, virtualenvs and build outputs."""
-    from reslint.discovery import is_skipped_dir
-
-    found: list[str] = []
-    for current, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(name for name in dirnames if not name.startswith(".")
-                             and not is_skipped_dir(Path(current, name)))
-        found.extend(os.path.join(current, name) for name in sorted(filenames) if name.endswith(".py"))
-        if len(found) >= MAX_FILES:
-            return found[:MAX_FILES]
-    return found
-
-
-def resolve_module(importer: str, dotted: str, level: int, top: Path) -> str | None:
-    """The file `from <dotted> import ...` (with `level` leading dots) names, written in `importer`."""
-    from reslint.project import module_file
-
-    parts = [part for part in dotted.split(".") if part]
-    if level:
-        base = Path(os.path.abspath(importer)).parent
-        for _ in range(level - 1):
-            base = base.parent
-        bases = [base]
-    else:
-        start = Path(os.path.abspath(importer)).parent
-        bases = [start, *[parent for parent in start.parents if top in (parent, *parent.parents)], top / "src"]
-        if (top / "__init__.py").exists():
-            bases.append(top.parent)  # an installed package imports itself by its own name
-    for base in bases:
-        found = module_file(base, parts)
-        if found is not None:
-            return os.path.abspath(found)
-    return None
+    return ProjectIndex.for_file(path, root)
 
 
 class Finder:
@@ -151,7 +106,8 @@ class Finder:
         self.local_only = local_only  # callers and sites in the model's own file only
         self.model_path = os.path.abspath(model_path)
         self.root = os.path.abspath(root)
-        self.top = project_top(model_path, root)
+        self.index = project_index(model_path, root)
+        self.top = self.index.root
         self.module_names = module_names
         self.module_classes = module_classes
         self.readers: dict[str, FileReader | None] = {}
@@ -162,7 +118,7 @@ class Finder:
         """The files that may call `name` of the file `defining`: the text calls it and, outside that file,
         names the module (or its package) an import would name."""
         if self.files is None:
-            self.files = project_files(self.top)
+            self.files = [str(path) for path in self.index.python_files()[:MAX_FILES]]
         called = re.compile(rf"\b{re.escape(name)}\s*\(")
         module = Path(defining)
         hints = (module.parent.name,) if module.stem == "__init__" else (module.stem, module.parent.name)
@@ -253,7 +209,8 @@ class FileReader:
     # ----- names -------------------------------------------------------------------------------
 
     def module_file(self, module: str, level: int) -> str | None:
-        return resolve_module(self.path, module, level, self.finder.top)
+        found = self.finder.index.module_file(self.path, module, level)
+        return os.path.abspath(found) if found is not None else None
 
     def names_for(self, name: str, defining: str) -> tuple[set[str], set[str]]:
         """Local names bound to `name` of the file `defining`, and local names of that module."""
