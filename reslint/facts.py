@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 from reslint.findings import ModelSummary, StackSummary, placement_label
 
-LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
-
 
 @dataclass(frozen=True)
 class Span:

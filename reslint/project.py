@@ -312,7 +312,7 @@ def module_file(base: Path, module: list[str]) -> Path | None:
 
 def analyse_links(path: str, display: str, settings: Settings) -> FileLinks:
     """Statically analyse a project file that is not part of the run, for its links only."""
-    from reslint.runner import analyse_source
+    from reslint.analysis import analyse_source
 
     static = dataclasses.replace(settings, static=True)
     source = SourceFile(path=path, display=display, relative=root_relative(path, settings.root))

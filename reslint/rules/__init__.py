@@ -1,14 +1,18 @@
 """Rules: small pure functions of facts. One module per rule; each yields findings.
 
-A rule never parses or traces: it reads `FileFacts` only, so the static and the trace
-engine feed the same rules.
+A rule never parses or traces: a file rule reads `FileFacts` only, so the static and the trace
+engine feed the same rules; a project rule (RL301) reads the links the project stage made between
+files (`reslint.project.TrainingLink`). Adding a rule: its module here (with `CODE` and `check`),
+its entry in `reslint.catalog` and its page `rules/CODE.md`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from reslint.facts import FileFacts
+from reslint.filtering import unique
 from reslint.findings import Finding
 from reslint.rules import (
     rl001_residual_shape_mismatch,
@@ -19,6 +23,7 @@ from reslint.rules import (
     rl103_missing_final_norm,
     rl104_deep_post_ln,
     rl201_batchnorm_in_sequence_model,
+    rl301_post_ln_without_warmup,
     rl401_norm_unbiased_variance,
     rl402_norm_over_sequence,
     rl403_norm_without_eps,
@@ -27,7 +32,11 @@ from reslint.rules import (
 )
 from reslint.settings import Settings
 
+if TYPE_CHECKING:
+    from reslint.project import TrainingLink
+
 Rule = Callable[[FileFacts, Settings], Iterable[Finding]]
+ProjectRule = Callable[[Iterable["TrainingLink"], Settings], Iterable[Finding]]
 
 FACT_RULES: dict[str, Rule] = {
     "RL001": rl001_residual_shape_mismatch.check,
@@ -44,13 +53,20 @@ FACT_RULES: dict[str, Rule] = {
     "RL501": rl501_ffn_without_activation.check,
     "RL904": rl904_analysis_limit.check,
 }
+PROJECT_RULES: dict[str, ProjectRule] = {
+    "RL301": rl301_post_ln_without_warmup.check,
+}
 
 
 def run_rules(facts: FileFacts, settings: Settings) -> list[Finding]:
-    findings: dict[tuple, Finding] = {}
-    for code, rule in FACT_RULES.items():
-        if settings.enabled(code):
-            for finding in rule(facts, settings):
-                # A block reused by several stacks is one place in the source: report it once.
-                findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
-    return list(findings.values())
+    """The enabled file rules' findings about one file, one per place (a block reused by several stacks
+    is one place in the source)."""
+    return unique(finding for code, rule in FACT_RULES.items() if settings.enabled(code)
+                  for finding in rule(facts, settings))
+
+
+def run_project_rules(links: Iterable[TrainingLink], settings: Settings) -> list[Finding]:
+    """The enabled project rules' findings about the links between the files of a run."""
+    links = list(links)
+    return [finding for code, rule in PROJECT_RULES.items() if settings.enabled(code)
+            for finding in rule(links, settings)]

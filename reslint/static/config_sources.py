@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from reslint.file_gate import read_project_file
 
-from reslint.static.index import FileIndex
+if TYPE_CHECKING:
+    from reslint.static.index import FileIndex
 
 MAX_CONFIG_BYTES = 1_000_000
 
@@ -38,7 +40,7 @@ def imported_config_indexes(index: FileIndex, source_path: str) -> list[tuple[st
         path = os.path.join(base, *parts) + ".py"
         if path in found or not os.path.isfile(path):
             continue
-        config_index = _config_index(path, *_signature(path))
+        config_index = _config_index(type(index), path, *_signature(path))
         if config_index is not None:
             found[path] = config_index
     return sorted(found.items())
@@ -50,10 +52,11 @@ def _signature(path: str) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=128)
-def _config_index(path: str, size: int, mtime: int) -> FileIndex | None:
+def _config_index(index_class: type[FileIndex], path: str, size: int, mtime: int) -> FileIndex | None:
+    """`index_class`: FileIndex, passed in because FileIndex reads config modules through this one."""
     if size > MAX_CONFIG_BYTES:
         return None
     try:
-        return FileIndex(cst.parse_module(read_project_file(path, None, MAX_CONFIG_BYTES).decode("utf-8")))
+        return index_class(cst.parse_module(read_project_file(path, None, MAX_CONFIG_BYTES).decode("utf-8")))
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError):
         return None

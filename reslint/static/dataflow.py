@@ -168,14 +168,6 @@ class Evaluator:
             self.graph.outputs.append(node)
         return self.graph
 
-    def evaluate_function(self, func: cst.FunctionDef, owner: str = "") -> Graph:
-        scope = Scope(None, None, (Frame("module", owner),) if owner else (), ())
-        args = self._fresh_params(func, scope, skip_self=False)
-        result = self._run_function(func, scope, args, {})
-        for node in self._nodes_of(result):
-            self.graph.outputs.append(node)
-        return self.graph
-
     def _fresh_params(self, func: cst.FunctionDef, scope: Scope, skip_self: bool) -> list:
         params = list(func.params.posonly_params) + list(func.params.params)
         if skip_self and params:
@@ -1177,8 +1169,14 @@ class Evaluator:
             self.norm_class_kinds[info.name] = None  # recursion guard
             from reslint.static.norms import classify_norm_class
 
-            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info)
+            self.norm_class_kinds[info.name] = classify_norm_class(self.index, info, self.class_graph)
         return self.norm_class_kinds[info.name]
+
+    def class_graph(self, info: ClassInfo) -> Graph:
+        """The graph of a class's forward evaluated on its own, with `info` guarded against recursion."""
+        evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.norm_class_kinds = {info.name: None}
+        return evaluator.evaluate_class(info)
 
 
 @dataclass(eq=False)

@@ -41,10 +41,6 @@ class ModuleSpec:
             return positional[position].value
         return None
 
-    @property
-    def is_block_container(self) -> bool:
-        return self.kind == "container" and self.name in ("ModuleList", "Sequential")
-
 
 @dataclass(eq=False)
 class ClassInfo:

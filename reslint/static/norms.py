@@ -182,18 +182,15 @@ def _divides_by_own_norm(node: Node) -> bool:
     return measured is numerator
 
 
-def classify_norm_class(index, positions, path, info) -> str | None:
-    """A module class whose forward returns a normalised, affinely rescaled version of its input."""
-    from reslint.static.dataflow import Evaluator
-
+def classify_norm_class(index, info, class_graph) -> str | None:
+    """A module class whose forward returns a normalised, affinely rescaled version of its input;
+    `class_graph(info)` evaluates a class's forward (the dataflow Evaluator, which asks this module)."""
     inherited = torch_norm_base(info)
     if inherited is not None:
         return inherited
     if index.method(info, "forward") is None:
         return None
-    evaluator = Evaluator(index, positions, path)
-    evaluator.norm_class_kinds = {info.name: None}
-    graph = evaluator.evaluate_class(info)
+    graph = class_graph(info)
     find_hand_written_norms(graph)
     inputs = [n for n in graph.nodes if n.op == "input"]
     if not inputs or not graph.outputs:
