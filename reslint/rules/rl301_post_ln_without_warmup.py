@@ -15,6 +15,8 @@ from reslint.settings import Settings
 if TYPE_CHECKING:
     from reslint.project import TrainingLink
 
+PROJECT_RULE = True  # run by the project stage on the links between files (reslint.rules.PROJECT_RULES)
+
 
 def check(links: Iterable[TrainingLink], settings: Settings) -> Iterator[Finding]:
     for link in links:
