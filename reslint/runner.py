@@ -191,9 +191,11 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
     report.findings = final_norm_findings(project, report.findings)
     findings = []
     for finding in run_project_rules(links, settings):
+        # A file of the run is matched against per-file-ignores by its own root-relative path (stdin's is
+        # its --stdin-filename's, not its temporary copy's); a training script found by the project stage by its path.
         absolute = project.paths[finding.path]
-        source = SourceFile(absolute, finding.path, root_relative(absolute, settings.root))
-        findings += reported([finding], source, file_text(absolute), settings)
+        source = by_display.get(finding.path) or SourceFile(absolute, finding.path, root_relative(absolute, settings.root))
+        findings += reported([finding], source, file_text(source.path), settings)
     if findings:
         report.findings = unique(report.findings + findings)
     report.models = [
