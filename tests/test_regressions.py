@@ -275,3 +275,25 @@ def test_rl601_fires_at_exactly_the_vanishing_gradient_factor():
     assert [finding.code for finding in gradient_flow(probe_report(1.0, 100.0), Thresholds())] == ["RL601"]
     assert gradient_flow(probe_report(1.0, 99.5), Thresholds()) == []
     assert [finding.code for finding in gradient_flow(probe_report(1.0, 8.0), Thresholds(vanishing_gradient_factor=8))] == ["RL601"]
+
+
+LITERAL_WIDTHS = '''\
+import torch.nn as nn
+
+
+class LiteralWidths(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(512)
+        self.proj = nn.Linear(512, WIDTH)
+
+    def forward(self, x):
+        h = self.proj(self.norm(x))
+        return x + h
+'''
+
+
+@pytest.mark.parametrize(("width", "expected"), [("256 + 256", []), ("768 - 256", []), ("512 + 1", [("RL001", 12)]),
+                                                 ("512 - 1", [("RL001", 12)])])
+def test_rl001_adds_and_subtracts_literal_widths_with_their_sign(tmp_path, width, expected):
+    assert static_findings(tmp_path, LITERAL_WIDTHS.replace("WIDTH", width)) == expected
