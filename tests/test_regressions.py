@@ -261,6 +261,28 @@ def train():
     assert found(tmp_path, select="RL301", cache=False) == [("train.py", "RL301", 10)]
 
 
+def test_a_schedule_of_an_unnamed_optimizer_drives_only_the_optimizers_of_its_function(tmp_path):
+    two_stages = '''\
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from net import Net
+
+
+def pretrain():
+    optimizers = [torch.optim.AdamW(Net().parameters(), lr=1e-3)]
+    scheduler = get_linear_schedule_with_warmup(optimizers[0], num_warmup_steps=100, num_training_steps=1000)
+    scheduler.step()
+
+
+def finetune():
+    optimizer = torch.optim.AdamW(Net().parameters(), lr=1e-4)
+    optimizer.step()
+'''
+    write(tmp_path, {"net.py": POST_LN_STACK, "train.py": two_stages, "pyproject.toml": "[tool.reslint]\n"})
+    assert found(tmp_path, select="RL301", cache=False) == [("train.py", "RL301", 14)]
+
+
 # ----- probe verdicts --------------------------------------------------------------------------------
 
 
