@@ -1,4 +1,6 @@
-"""One file in, findings and model summaries out: decode, parse, extract facts, run rules."""
+"""One file in, findings and model summaries out: read it (`analyse_source`: from the result cache when
+it holds the file), decode, parse, extract facts with the engines, run the file rules. Unfiltered: the
+filter stage (reslint.filtering) and the project stage (reslint.runner) come after."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Regressions that were injected into the code once and that the rest of the suite let pass.
 
-Each test names the bug it guards (tests/README-style list in BENCHMARKS.md "Untangle"); it failed
-with the bug in place. They run the real pipeline: `reslint.check()` (static, in process) or the CLI.
+Each test's name says what the bug broke; each failed with its bug in place. They run the real
+pipeline, `reslint.check()` (static, in process) or the CLI, except RL601's, which feeds the probe's
+verdicts a report with exact gradient norms (a real probe cannot hit a threshold exactly).
 """
 
 from __future__ import annotations
