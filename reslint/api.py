@@ -33,11 +33,11 @@ from reslint.catalog import SEVERITIES
 from reslint.config import Overrides, load_settings, split_codes
 from reslint.discovery import Discovery, SourceFile, display_path, find_sources, root_relative
 from reslint.errors import ReslintError, UsageError
+from reslint.filtering import file_text, reported, unique
 from reslint.findings import Finding, ModelSummary
 from reslint.probing.api import ProbeError, probe
 from reslint.probing.report import ProbeReport
 from reslint.report import Report
-from reslint.filtering import file_text, reported, unique
 from reslint.runner import Progress, check_sources
 from reslint.settings import Settings
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Callable
 
 from reslint.analysis import analyse_source
 from reslint.discovery import SourceFile, matches_glob, root_relative
-from reslint.findings import Finding, ModelSummary, StackSummary, TraceOutcome
 from reslint.filtering import decoded, file_text, is_reported, reported, unique
+from reslint.findings import Finding, ModelSummary, StackSummary, TraceOutcome
 from reslint.project_facts import FileLinks
 from reslint.report import InternalError, Report
 from reslint.settings import Settings
