@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from reslint.version import __version__
 
 # Imported on first use (module __getattr__): `import reslint` stays cheap and torch-free, and the
 # static engine (libcst) and torch load only when a check needs them.

@@ -1,4 +1,6 @@
-"""One file in, findings and model summaries out: decode, parse, extract facts, run rules."""
+"""One file in, findings and model summaries out: read it (`analyse_source`: from the result cache when
+it holds the file), decode, parse, extract facts with the engines, run the file rules. Unfiltered: the
+filter stage (reslint.filtering) and the project stage (reslint.runner) come after."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from reslint.discovery import SourceFile
+from reslint.file_gate import MAX_SOURCE_BYTES, decode_source, read_project_file
 from reslint.findings import FileResult, Finding, ModelSummary, TraceOutcome
 from reslint.project_facts import FileLinks, PostLNBlock
 from reslint.settings import Settings
@@ -32,14 +36,30 @@ MAX_LIBCST_CHARACTERS = 512 * 1024
 NESTING_ERRORS = ("too many nested parentheses", "too many levels of indentation", "too many statically nested blocks")
 
 
-def decode_source(data: bytes) -> str:
-    """Decode like Python does: a BOM or coding cookie wins, else UTF-8. Raises UnicodeDecodeError/SyntaxError."""
-    import io
-    import tokenize
+def analyse_source(source: SourceFile, settings: Settings,
+                   cached_only: bool = False) -> tuple[FileResult | None, bytes | None]:
+    """The file's unfiltered result (from the cache when possible; with `cached_only`, None when it is
+    not there) and its bytes (None: unreadable)."""
+    try:
+        data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
+    except OSError as error:
+        if cached_only:
+            return None, None
+        reason = error.strerror or str(error)
+        return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
+    cache = None
+    if settings.cache:
+        from reslint.cache import FileCache
 
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text.removeprefix("\ufeff")
+        cache = FileCache(settings.root, settings)
+    result = cache.load(source.display, data, source.path) if cache else None
+    if result is None and cached_only:
+        return None, data
+    if result is None:
+        result = analyze_file(source.display, data, settings)
+        if cache and result.cacheable:
+            cache.store(source.display, data, source.path, result)
+    return result, data
 
 
 def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None) -> FileResult:

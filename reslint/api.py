@@ -33,10 +33,12 @@ from reslint.catalog import SEVERITIES
 from reslint.config import Overrides, load_settings, split_codes
 from reslint.discovery import Discovery, SourceFile, display_path, find_sources, root_relative
 from reslint.errors import ReslintError, UsageError
+from reslint.filtering import file_text, reported, unique
 from reslint.findings import Finding, ModelSummary
 from reslint.probing.api import ProbeError, probe
 from reslint.probing.report import ProbeReport
-from reslint.runner import Progress, Report, check_sources, dedupe, is_reported
+from reslint.report import Report
+from reslint.runner import Progress, check_sources
 from reslint.settings import Settings
 
 __all__ = [
@@ -280,10 +282,10 @@ def check_model(
                                           real=source or display, settings=settings, static_fallback=source is not None)
     if source is not None:
         findings, summaries = with_static_results(findings, summaries, target, source, display, settings)
-        findings = reported(findings, SourceFile(source, display, root_relative(source, settings.root)), settings)
+        findings = reported(findings, SourceFile(source, display, root_relative(source, settings.root)), file_text(source), settings)
     else:
         findings = [finding for finding in findings if settings.enabled(finding.code)]
-    return Report(findings=dedupe(sorted(findings, key=lambda finding: finding.sort_key)), models=summaries,
+    return Report(findings=unique(findings), models=summaries,
                   files_checked=1 if source else 0, settings=settings)
 
 
@@ -356,19 +358,6 @@ def analyze_static(display: str, data: bytes, settings: Settings) -> Any:
     from reslint.analysis import analyze_file
 
     return analyze_file(display, data, dataclasses.replace(settings, static=True))
-
-
-def reported(findings: list[Finding], source: SourceFile, settings: Settings) -> list[Finding]:
-    """The findings the CLI would show for this file: suppression comments, select/ignore, per-file-ignores."""
-    from reslint.runner import decoded
-    from reslint.suppression import filter_suppressed
-
-    try:
-        with open(source.path, "rb") as handle:
-            text = decoded(handle.read())
-    except OSError:
-        text = None
-    return [finding for finding in filter_suppressed(findings, text) if is_reported(finding, source, settings)]
 
 
 @contextlib.contextmanager

@@ -34,9 +34,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import reslint
 from reslint.findings import FileResult
 from reslint.settings import Settings
+from reslint.version import __version__
 
 CACHE_DIR_NAME = ".reslint_cache"
 CACHEDIR_TAG = (
@@ -53,7 +53,7 @@ def content_key(data: bytes, display: str, settings: Settings) -> str:
 
 
 def slot_name(display: str, settings: Settings) -> str:
-    return digest_of(reslint.__version__, settings.cache_key(), display)
+    return digest_of(__version__, settings.cache_key(), display)
 
 
 def digest_of(*parts: str | bytes) -> str:
@@ -68,7 +68,7 @@ def digest_of(*parts: str | bytes) -> str:
 @functools.lru_cache(maxsize=None)
 def reslint_fingerprint() -> str:
     """reslint's version and the size and mtime of each of its source files."""
-    package = Path(reslint.__file__).parent
+    package = Path(__file__).parent
     stats = []
     for path in sorted(package.rglob("*.py")):
         try:
@@ -76,7 +76,7 @@ def reslint_fingerprint() -> str:
         except OSError:
             continue
         stats.append(f"{path.relative_to(package).as_posix()}:{stat.st_size}:{stat.st_mtime_ns}")
-    return digest_of(reslint.__version__, *stats)
+    return digest_of(__version__, *stats)
 
 
 def engine_fingerprint(settings: Settings) -> str:

@@ -122,6 +122,15 @@ RULES: dict[str, RuleInfo] = {
 }
 
 
+def codes_matching(pattern: str) -> set[str]:
+    """The codes one code or prefix names, as the CLI, the config and suppression comments read it:
+    `RL101`, `RL1`, `RL` (every rule) or `ALL`; case-insensitive."""
+    pattern = pattern.strip().upper()
+    if pattern == "ALL":
+        return set(RULES)
+    return {code for code in RULES if pattern and code.startswith(pattern)}
+
+
 def expand_codes(patterns: list[str] | tuple[str, ...]) -> set[str]:
     """Expand codes and prefixes (``RL1``, ``RL10``, ``ALL``) to full codes.
 
@@ -129,13 +138,9 @@ def expand_codes(patterns: list[str] | tuple[str, ...]) -> set[str]:
     """
     selected: set[str] = set()
     for raw in patterns:
-        pattern = raw.strip().upper()
-        if not pattern:
+        if not raw.strip():
             continue
-        if pattern == "ALL":
-            selected.update(RULES)
-            continue
-        matches = {code for code in RULES if code.startswith(pattern)}
+        matches = codes_matching(raw)
         if not matches:
             raise ValueError(f"unknown rule code or prefix: {raw!r}")
         selected.update(matches)

@@ -29,7 +29,7 @@ from reslint.probing.command import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS
-from reslint.runner import InternalError
+from reslint.report import InternalError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C

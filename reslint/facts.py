@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from reslint.findings import ModelSummary, StackSummary, placement_label
 from reslint.placement import combined_placement
 
-LAYER_NORM_KINDS = ("layernorm", "rmsnorm")
-
 
 @dataclass(frozen=True)
 class Span:

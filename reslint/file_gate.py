@@ -55,3 +55,13 @@ def read_project_file(path: str | os.PathLike, root: str | os.PathLike | None, l
                 raise RefusedFile(path, f"larger than {limit} bytes")
     finally:
         os.close(descriptor)
+
+
+def decode_source(data: bytes) -> str:
+    """Decode like Python does: a BOM or coding cookie wins, else UTF-8. Raises UnicodeDecodeError/SyntaxError."""
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text.removeprefix("\ufeff")

@@ -283,7 +283,7 @@ DEEPSPEED_KEYS = {"zero_optimization", "train_batch_size", "train_micro_batch_si
 
 def analyse_links(path: str, display: str, settings: Settings) -> FileLinks:
     """Statically analyse a project file that is not part of the run, for its links only."""
-    from reslint.runner import analyse_source
+    from reslint.analysis import analyse_source
 
     static = dataclasses.replace(settings, static=True)
     source = SourceFile(path=path, display=display, relative=root_relative(path, settings.root))

@@ -21,7 +21,7 @@ Nothing here imports or runs the project's code.
 
 Interface: `ProjectIndex.for_file(path, root)` (one index per project root, shared),
 `index.resolve(importer, dotted)` -> (file, name), `index.module_file(importer, module, level)`,
-`index.file_index(path)` (the libcst `FileIndex` of a file), `index.dependencies(path)` (the
+`index.file_index(path, FileIndex)` (the libcst `FileIndex` of a file; the static engine passes its classes in, as it sits above this index), `index.dependencies(path)` (the
 project files importing `path` runs) and `index.construction_sites(path, class_name)` (where the
 project builds a class: for model discovery and for facts that need the classes around a class).
 """
@@ -227,7 +227,7 @@ class ProjectIndex:
             if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
                 unread = True
                 continue
-            other = self.file_index(resolved[0])
+            other = self.file_index(resolved[0], type(index))
             info = other.classes.get(resolved[1]) if other is not None else None
             if info is not None and not other.is_module_class(info):
                 found[str(resolved[0])] = other
@@ -235,11 +235,10 @@ class ProjectIndex:
                 unread = True
         return sorted(found.items()), unread
 
-    def file_index(self, path: str | os.PathLike):
-        """The static index (`reslint.static.index.FileIndex`) of a project file; None when it does not parse."""
+    def file_index(self, path: str | os.PathLike, index_class):
+        """The static index (`index_class`: `reslint.static.index.FileIndex`, passed in because the static
+        engine sits above this index) of a project file; None when it does not parse."""
         import libcst as cst
-
-        from reslint.static.index import FileIndex
 
         path = Path(os.path.abspath(path))
         source = self.source(path)
@@ -251,14 +250,15 @@ class ProjectIndex:
                 self._indexes.clear()
                 self._facts.clear()  # keyed by the identity of an index
             try:
-                self._indexes[key] = FileIndex(cst.parse_module(source.decode("utf-8")))
+                self._indexes[key] = index_class(cst.parse_module(source.decode("utf-8")))
             except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
                 self._indexes[key] = None
         return self._indexes[key]
 
-    def norm_kind(self, importer: str | os.PathLike, dotted: str) -> str | None:
+    def norm_kind(self, importer: str | os.PathLike, dotted: str, evaluator_class) -> str | None:
         """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a
-        torch norm's subclass, or one that normalises its (first) input by hand; else None."""
+        torch norm's subclass, or one that normalises its (first) input by hand; else None. `evaluator_class`
+        is the static engine's dataflow `Evaluator`, passed in: the engine sits above this index."""
         resolved = self.resolve(importer, dotted)
         if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
             return None
@@ -266,19 +266,19 @@ class ProjectIndex:
         definition = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
         if not isinstance(definition, (ast.ClassDef, ast.FunctionDef)):
             return None  # read with libcst only what is a class or a function there
-        index = self.file_index(resolved[0])
+        index = self.file_index(resolved[0], evaluator_class.index_class)
         function = index.functions.get(resolved[1]) if index is not None else None
         cls = index.classes.get(resolved[1]) if index is not None else None
         key = (resolved[0], resolved[1], id(index))
         if (function or cls) is not None and key not in self._facts:
-            from reslint.static.norms import classify_norm_class, classify_norm_function
+            from reslint.static.norms import classify_norm_class, normalised_input_kind
             from reslint.static.positions import SourceMap
 
             self._facts[key] = None  # recursion guard: a function calling itself through imports
             try:
-                positions = SourceMap(index.module)
-                self._facts[key] = (classify_norm_function(index, positions, str(resolved[0]), function) if function
-                                    else classify_norm_class(index, positions, str(resolved[0]), cls))
+                evaluator = evaluator_class(index, SourceMap(index.module), str(resolved[0]))
+                self._facts[key] = (normalised_input_kind(evaluator.evaluate_function(function)) if function
+                                    else classify_norm_class(index, cls, evaluator.class_graph))
             except Exception:  # noqa: BLE001 - what the engine cannot follow is simply not a norm
                 self._facts[key] = None
         return self._facts.get(key)
@@ -291,7 +291,7 @@ class ProjectIndex:
         if key not in self._facts:
             files = {site.path for name, info in index.classes.items() if index.is_module_class(info)
                      for site in self.construction_sites(target, name) if site.path != target}
-            self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file)) is not None]
+            self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file, type(index))) is not None]
         return self._facts[key]
 
     def config_defaults(self, field: str) -> list[tuple[Path, object]]:
@@ -313,16 +313,15 @@ class ProjectIndex:
             self._facts[key] = values
         return self._facts[key]
 
-    def is_module_class(self, path: Path, name: str) -> bool:
-        index = self.file_index(path)
+    def is_module_class(self, path: Path, name: str, index_class) -> bool:
+        index = self.file_index(path, index_class)
         info = index.classes.get(name) if index is not None else None
         return info is not None and index.is_module_class(info)
 
-    def static_facts(self, path: Path):
-        """The static engine's facts of another project file (not looking further at who builds its classes)."""
-        from reslint.static.engine import extract_facts
-
-        index = self.file_index(path)
+    def static_facts(self, path: Path, extract_facts, index_class):
+        """The static engine's facts of another project file (not looking further at who builds its classes),
+        by `extract_facts` (`reslint.static.engine.extract_facts`, passed in: the engine sits above this index)."""
+        index = self.file_index(path, index_class)
         if index is None:
             return None
         key = (path, "facts", id(index))

@@ -252,7 +252,7 @@ class ReslintItem(pytest.Item):
     that RL301 sees the models a training script imports and the workers run in parallel."""
 
     def runtest(self) -> None:
-        from reslint.runner import Report
+        from reslint.report import Report
 
         report = session_report(self.session, self.config)
         mine = os.path.normcase(os.path.abspath(self.path))

@@ -1,4 +1,5 @@
-"""`reslint check`'s pipeline: discover → (cache | analyse) → suppress → filter → dedupe → sort → link files."""
+"""`reslint check`'s pipeline: the discovered files → (cache | analyse: engines → facts → rules) → filter
+(reslint.filtering) → link the files (the project stage: RL301, RL103 across files) → the Report."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, TextIO
+from typing import TYPE_CHECKING, Callable
 
-from reslint.discovery import Skipped, SourceFile, find_sources, matches_glob, root_relative
-from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-from reslint.findings import FileResult, Finding, ModelSummary, StackSummary, TraceOutcome
+from reslint.analysis import analyse_source
+from reslint.discovery import SourceFile, matches_glob, root_relative
+from reslint.filtering import decoded, file_text, is_reported, reported, unique
+from reslint.findings import Finding, ModelSummary, StackSummary, TraceOutcome
 from reslint.project_facts import FileLinks
+from reslint.report import InternalError, Report
 from reslint.settings import Settings
-from reslint.suppression import filter_suppressed, unused_noqa_findings
+from reslint.suppression import unused_noqa_findings
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -23,15 +26,6 @@ if TYPE_CHECKING:
 
 # progress(done, total, phase): files done of total; phase "cache", "parsing", "tracing" or "linking"
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class InternalError:
-    """An exception raised while analysing one file; the run goes on with the other files."""
-
-    path: str
-    error: str  # "ValueError: message"
-    traceback: str
 
 
 @dataclass
@@ -43,82 +37,6 @@ class FileOutcome:
     skipped: bool = False
     display: str = ""  # the file it is about (outcomes come back in another order than the sources)
     traces: list[TraceOutcome] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    """The result of `reslint check`, `reslint.check()` or `reslint.check_model()`.
-
-    `findings` (sorted by path, line, column, code) are `Finding` dataclasses whose `to_dict()` has
-    DESIGN.md's JSON keys; `models` are the per-model summaries (stacks, depth, norm placement,
-    final norm, engine); `internal_errors` are files reslint itself failed on. `settings` are the
-    resolved settings the check ran with (the config's `fail-on` is `settings.fail_on`).
-    """
-
-    findings: list[Finding] = field(default_factory=list)
-    models: list[ModelSummary] = field(default_factory=list)
-    files_checked: int = 0
-    files_skipped: int = 0  # of files_checked: the pre-filter found no model or training code in them
-    fixed: int | None = None  # findings `--fix` repaired before this report was made; None: no --fix
-    internal_errors: list[InternalError] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)  # paths discovery did not check, with the reason
-    traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried, traced or not
-    settings: Settings = field(default_factory=Settings, repr=False, compare=False)
-    # The text of checked sources that are not files on disk (stdin), for the code frames: {path: text}
-    texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    def count(self, severity: str) -> int:
-        """How many findings have this effective severity ("info", "warning" or "error")."""
-        return sum(1 for finding in self.findings if finding.effective_severity == severity)
-
-    def fails(self, fail_on: str | None = None) -> bool:
-        """Whether a finding is at or above `fail_on` (default: the settings', "warning" unless configured)."""
-        threshold = (fail_on or self.settings.fail_on).lower()
-        return any(finding.at_least(threshold) for finding in self.findings)
-
-    def exit_code(self, fail_on: str | None = None) -> int:
-        """What `reslint check` exits with: 2 if reslint failed on a file, 1 if `fails(fail_on)`, else 0."""
-        if self.internal_errors:
-            return 2
-        return 1 if self.fails(fail_on) else 0
-
-    def write(self, stream: TextIO, output_format: str = "text", *, statistics: bool | None = None,
-              show_models: bool | None = None, quiet: bool | None = None) -> None:
-        """Write the report as `reslint check --output-format` does: "text" (each finding with its source
-        line; colored on a terminal unless NO_COLOR is set), "concise" (one line per finding), "json",
-        "sarif" or "github"; `statistics`: counts per code (text, json); `show_models`: the per-model
-        summary in text (default: shown); `quiet`: text with the findings only."""
-        from reslint.errors import UsageError
-        from reslint.reporters import FORMATS, render
-
-        if output_format.lower() not in FORMATS:
-            raise UsageError(f"unknown output format {output_format!r} (expected one of {', '.join(FORMATS)})")
-        options = {"statistics": statistics, "show_models": show_models, "quiet": quiet}
-        settings = dataclasses.replace(self.settings, **{key: value for key, value in options.items() if value is not None})
-        render(self, output_format.lower(), settings, stream)
-
-    def render(self, output_format: str = "text", *, statistics: bool | None = None,
-               show_models: bool | None = None, quiet: bool | None = None) -> str:
-        """The report in one output format as a string (text without color); see `write`."""
-        import io
-
-        buffer = io.StringIO()
-        self.write(buffer, output_format, statistics=statistics, show_models=show_models, quiet=quiet)
-        return buffer.getvalue()
-
-    def to_dict(self) -> dict:
-        """The JSON document of `--output-format json`: version, findings, models, summary."""
-        from reslint.reporters.json import report_document
-
-        return report_document(self)
-
-
-def check_paths(paths: Iterable[str], settings: Settings) -> Report:
-    """Check files and directories; raises DiscoveryError for a path that does not exist."""
-    discovery = find_sources(paths, settings.root, settings.exclude)
-    report = check_sources(discovery.sources, settings)
-    report.skipped = discovery.skipped
-    return report
 
 
 def check_sources(sources: list[SourceFile], settings: Settings, progress: Progress | None = None) -> Report:
@@ -256,7 +174,7 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
     """The cross-file stage: RL301 findings, RL103 decided in the file that builds the stack's class, and the
     warmup line of Post-LN models' summaries."""
     from reslint.project import Project, model_warmup, training_scripts
-    from reslint.rules import rl301_post_ln_without_warmup
+    from reslint.rules import run_project_rules
 
     project = Project(settings)
     by_display = {source.display: source for source in sources}
@@ -272,18 +190,14 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
     links = project.training_links({source.display for source in sources}, train_everything)
     report.findings = final_norm_findings(project, report.findings)
     findings = []
-    for finding in rl301_post_ln_without_warmup.check(links):
+    for finding in run_project_rules(links, settings):
+        # A file of the run is matched against per-file-ignores by its own root-relative path (stdin's is
+        # its --stdin-filename's, not its temporary copy's); a training script found by the project stage by its path.
         absolute = project.paths[finding.path]
-        source = SourceFile(absolute, finding.path, root_relative(absolute, settings.root))
-        if not is_reported(finding, source, settings):
-            continue
-        try:
-            text = decoded(read_project_file(absolute, None, MAX_SOURCE_BYTES))
-        except OSError:
-            text = None
-        findings.extend(filter_suppressed([finding], text))
+        source = by_display.get(finding.path) or SourceFile(absolute, finding.path, root_relative(absolute, settings.root))
+        findings += reported([finding], source, file_text(source.path), settings)
     if findings:
-        report.findings = dedupe(sorted(report.findings + findings, key=lambda finding: finding.sort_key))
+        report.findings = unique(report.findings + findings)
     report.models = [
         dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose),
                             stacks=tuple(normed_elsewhere(project, model.path, stack) for stack in model.stacks))
@@ -390,23 +304,11 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
         report.files_skipped += outcome.skipped
         if outcome.error is not None:
             report.internal_errors.append(outcome.error)
-    report.findings = dedupe(sorted(report.findings, key=lambda finding: finding.sort_key))
+    report.findings = unique(report.findings)
     report.models.sort(key=lambda model: (model.path, model.line, model.name))
     report.traces.sort(key=lambda trace: (trace.path, trace.line, trace.name))
     report.internal_errors.sort(key=lambda error: error.path)
     return report
-
-
-def dedupe(findings: list[Finding]) -> list[Finding]:
-    """One finding per (path, line, code): both engines may report the same place."""
-    seen: set[tuple[str, int, str]] = set()
-    unique = []
-    for finding in findings:
-        key = (finding.path, finding.line, finding.code)
-        if key not in seen:
-            seen.add(key)
-            unique.append(finding)
-    return unique
 
 
 def check_source(source: SourceFile, settings: Settings, cached_only: bool = False) -> FileOutcome | None:
@@ -418,9 +320,7 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         if result is None:
             return None
         text = decoded(data)
-        findings = [*result.findings, *unused_noqa_findings(text, source.display)]
-        findings = filter_suppressed(findings, text) if findings else []
-        findings = [finding for finding in findings if is_reported(finding, source, settings)]
+        findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text, settings)
         return FileOutcome(findings=findings, models=list(result.models), links=result.links,
                            skipped=result.skipped, display=source.display, traces=list(result.traces))
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
@@ -429,53 +329,3 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
             error=f"{type(error).__name__}: {error}",
             traceback=traceback.format_exc(),
         ), display=source.display)
-
-
-def analyse_source(source: SourceFile, settings: Settings,
-                   cached_only: bool = False) -> tuple[FileResult | None, bytes | None]:
-    """The file's unfiltered result (from the cache when possible; with `cached_only`, None when it is
-    not there) and its bytes (None: unreadable)."""
-    from reslint.analysis import analyze_file
-
-    try:
-        data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
-    except OSError as error:
-        if cached_only:
-            return None, None
-        reason = error.strerror or str(error)
-        return FileResult(source.display, [Finding("RL901", f"cannot read file: {reason}", source.display, 1, 1)]), None
-    cache = None
-    if settings.cache:
-        from reslint.cache import FileCache
-
-        cache = FileCache(settings.root, settings)
-    result = cache.load(source.display, data, source.path) if cache else None
-    if result is None and cached_only:
-        return None, data
-    if result is None:
-        result = analyze_file(source.display, data, settings)
-        if cache and result.cacheable:
-            cache.store(source.display, data, source.path, result)
-    return result, data
-
-
-def decoded(data: bytes | None) -> str | None:
-    """The text the suppression comments are read from; None when the file cannot be decoded."""
-    from reslint.analysis import decode_source
-
-    if data is None:
-        return None
-    try:
-        return decode_source(data)
-    except (UnicodeDecodeError, SyntaxError, LookupError):
-        return None
-
-
-def is_reported(finding: Finding, source: SourceFile, settings: Settings) -> bool:
-    if not settings.enabled(finding.code):
-        return False
-    return not any(
-        finding.code in codes and matches_glob(source.relative, glob)
-        for glob, codes in settings.per_file_ignores
-    )
-

@@ -21,7 +21,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from reslint.catalog import RULES
+from reslint.catalog import RULES, codes_matching
 from reslint.findings import Finding
 
 ALL_CODES = frozenset(RULES)
@@ -33,12 +33,12 @@ MARKERS = ("noqa", "reslint")
 
 
 def expand_comment_codes(text: str) -> frozenset[str]:
-    """Our codes named by `text`: full codes or prefixes; other tools' codes and typos match nothing."""
+    """Our codes named by `text`: full codes or prefixes, read as `--ignore` reads them (`RL` names every
+    rule); other tools' codes and typos match nothing."""
     codes: set[str] = set()
     for raw in re.split(r"[\s,]+", text.strip()):
-        pattern = raw.upper()
-        if pattern.startswith("RL") and len(pattern) > 2:
-            codes.update(code for code in RULES if code.startswith(pattern))
+        if raw.upper().startswith("RL"):
+            codes |= codes_matching(raw)
     return frozenset(codes)
 
 
@@ -89,8 +89,7 @@ def unknown_codes(text: str) -> list[str]:
     """The `RL` codes of a comment's code list that match no rule, neither as a code nor as a prefix."""
     unknown = []
     for raw in re.split(r"[\s,]+", text.strip()):
-        pattern = raw.upper()
-        if pattern.startswith("RL") and not any(code.startswith(pattern) for code in RULES):
+        if raw.upper().startswith("RL") and not codes_matching(raw):
             unknown.append(raw)
     return unknown
 

@@ -1,7 +1,8 @@
 """Golden files: `fixtures/.../x.py` with the exact expected findings beside it in `x.expected`.
 
-Each line of an expected file is `LINE:COL CODE` for a finding or `summary: ...` for a model
-summary line. Set RESLINT_UPDATE_GOLDEN=1 to rewrite them after a reviewed change.
+Each line of an expected file is `LINE:COL CODE message` for a finding (a finding in another file of
+a linked fixture: `PATH:LINE:COL CODE message`), as ruff's snapshots pin the message with the place, or
+`summary: ...` for a model summary line. Set RESLINT_UPDATE_GOLDEN=1 to rewrite them after a reviewed change.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ def fixture_files() -> list[Path]:
     return sorted(path for path in FIXTURES.rglob("*.py") if path.with_suffix(".expected").exists())
 
 
-def render(path: Path, settings: Settings | None = None) -> list[str]:
+def render(path: Path, settings: Settings | None = None, messages: bool = False) -> list[str]:
+    """The golden lines of a fixture; `messages`: each finding's line ends with its message."""
     relative = path.relative_to(ROOT).as_posix()
     if relative.startswith(("fixtures/warmup/", "fixtures/fixes/RL301/")):
-        return render_linked(path)
+        return render_linked(path, messages=messages)
     if relative.startswith("fixtures/final_norm/") and path.parent.name != "final_norm" or \
             relative.startswith(("fixtures/discovery/", "fixtures/project/")):
-        return render_linked(path, project=True)
+        return render_linked(path, project=True, messages=messages)
     if settings is None:
         # The static fixtures pin the static engine's findings; fixtures/trace/ pins the full check's.
         settings = Settings(static=not relative.startswith("fixtures/trace/"))
@@ -39,7 +41,7 @@ def render(path: Path, settings: Settings | None = None) -> list[str]:
         raise ValueError(f"{relative} is hostile: its golden file pins the static check only")
     # The static check reads the config modules a file imports, next to the file wherever pytest runs.
     result = analyze_file(relative, path.read_bytes(), settings, str(path) if settings.static else None)
-    lines = [f"{f.line}:{f.column} {f.code}" for f in sorted(result.findings, key=lambda f: f.sort_key)]
+    lines = [finding_line(f, relative, messages) for f in sorted(result.findings, key=lambda f: f.sort_key)]
     for model in result.models:
         for stack in model.stacks:
             lines.append("summary: " + stack_summary_line(model, stack))
@@ -53,7 +55,7 @@ def expected(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def render_linked(path: Path, project: bool = False) -> list[str]:
+def render_linked(path: Path, project: bool = False, messages: bool = False) -> list[str]:
     """A training-code fixture checked through the runner, whose project stage links it to the models
     it trains (RL301). Findings in other files (a model file's training script) carry their path.
 
@@ -69,10 +71,7 @@ def render_linked(path: Path, project: bool = False) -> list[str]:
     if project:
         report.findings = [f for f in report.findings if f.path == relative]
         report.models = [model for model in report.models if model.path == relative]
-    lines = [
-        (f"{f.line}:{f.column} {f.code}" if f.path == relative else f"{f.path}:{f.line}:{f.column} {f.code}")
-        for f in report.findings
-    ]
+    lines = [finding_line(f, relative, messages) for f in report.findings]
     for model in report.models:
         for stack in model.stacks:
             lines.append("summary: " + stack_summary_line(model, stack))
@@ -81,3 +80,8 @@ def render_linked(path: Path, project: bool = False) -> list[str]:
         if model.warmup:
             lines.append(f"summary: {model.name} warmup: {model.warmup}")
     return lines
+
+
+def finding_line(finding, relative: str, messages: bool) -> str:
+    place = f"{finding.line}:{finding.column}" if finding.path == relative else f"{finding.path}:{finding.line}:{finding.column}"
+    return f"{place} {finding.code}" + (f" {finding.message}" if messages else "")

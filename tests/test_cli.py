@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -405,24 +406,22 @@ def test_every_package_is_listed_for_the_wheel():
 
 # the repository's fixtures, end to end
 
-def golden_findings() -> list[tuple[str, int, int, str]]:
-    """Every fixture's golden findings, deduplicated per (path, line, code) as check does."""
+def golden_findings() -> list[tuple[str, int, int, str, str]]:
+    """Every fixture's golden findings (`LINE:COL CODE message`), deduplicated per (path, line, code) as check
+    does; a finding in another file (`PATH:LINE:COL ...`, RL301 in a training script) is left out."""
     findings = []
     for expected_file in sorted((REPO_ROOT / "fixtures").rglob("*.expected")):
         path = expected_file.with_suffix(".py").relative_to(REPO_ROOT).as_posix()
         for line in expected_file.read_text(encoding="utf-8").splitlines():
-            if line.strip() and not line.startswith(("#", "summary:")):
-                position, code = line.split()
-                if position.count(":") > 1:  # a finding in another file (RL301 in a training script)
-                    continue
-                row, column = position.split(":")
-                findings.append((path, int(row), int(column), code))
+            found = re.match(r"(\d+):(\d+) (RL\d+) (.*)$", line)
+            if found:
+                findings.append((path, int(found[1]), int(found[2]), found[3], found[4]))
     findings.sort()
     seen, unique = set(), []
-    for path, row, column, code in findings:
+    for path, row, column, code, message in findings:
         if (path, row, code) not in seen:
             seen.add((path, row, code))
-            unique.append((path, row, column, code))
+            unique.append((path, row, column, code, message))
     return unique
 
 
@@ -438,11 +437,11 @@ def test_check_on_the_fixtures_reports_their_golden_findings(tmp_path):
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
     # fixtures/trace/ pins the full (traced) check, not --static: compare the static fixtures only
-    actual = [(f["path"], f["line"], f["column"], f["code"]) for f in document["findings"]
+    actual = [(f["path"], f["line"], f["column"], f["code"], f["message"]) for f in document["findings"]
               if not f["path"].startswith("fixtures/trace/")]
     assert sorted(actual) == [g for g in golden_findings() if not g[0].startswith("fixtures/trace/")]
     assert {"fixtures/errors/syntax_error.py", "fixtures/errors/not_utf8.py"} <= {
-        path for path, _, _, code in actual if code == "RL901"
+        path for path, _, _, code, _ in actual if code == "RL901"
     }
     assert document["summary"]["files"] == len(list((REPO_ROOT / "fixtures").rglob("*.py")))
 

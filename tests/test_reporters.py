@@ -12,7 +12,7 @@ from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, StackSummary
 from reslint.reporters import render
 from reslint.reporters.github import annotation, escape_data, escape_property
-from reslint.runner import Report
+from reslint.report import Report
 from reslint.settings import Settings
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())

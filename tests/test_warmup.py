@@ -7,6 +7,7 @@ the real CLI over whole projects.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -166,6 +167,6 @@ def test_the_golden_rl301_lines_are_the_ones_the_fixture_marks(path):
     file agrees with the source, so a regenerated golden file cannot drift silently."""
     marked = [number for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
               if "# RL301" in line]
-    golden = [int(line.split(":")[0]) for line in path.with_suffix(".expected").read_text().splitlines()
-              if line.endswith(" RL301") and line.count(":") == 1]
+    golden = [int(found[1]) for line in path.with_suffix(".expected").read_text().splitlines()
+              if (found := re.match(r"(\d+):\d+ RL301 ", line))]
     assert golden == marked

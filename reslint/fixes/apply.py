@@ -202,8 +202,6 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
     """What the static engine reports for `text` as the file `display`, after suppressions and filters;
     `linked`: with the project stage's findings (RL301), for which the text is checked as a temporary
     sibling of the file, so that its imports resolve as the file's do."""
-    from reslint.suppression import filter_suppressed
-
     static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
     if linked:
         from reslint.runner import check_sources
@@ -213,7 +211,7 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
             report = check_sources([SourceFile(temporary, display, root_relative(absolute, settings.root))], static)
         return [finding for finding in report.findings if finding.path == display]
     result = cached_analysis(display, text.encode("utf-8"), settings, static)
-    return reported(display, filter_suppressed(result.findings, text), settings)
+    return reported(display, result.findings, text, settings)
 
 
 def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings, source_path: str | None = None):
@@ -250,13 +248,12 @@ def sibling(display: str, text: str) -> Iterator[str]:
         os.unlink(temporary)
 
 
-def reported(display: str, findings: list[Finding], settings: Settings) -> list[Finding]:
-    from reslint.runner import dedupe, is_reported
+def reported(display: str, findings: list[Finding], text: str, settings: Settings) -> list[Finding]:
+    from reslint import filtering
 
     absolute = os.path.abspath(display)
     source = SourceFile(absolute, display, root_relative(absolute, settings.root))
-    kept = [finding for finding in findings if is_reported(finding, source, settings)]
-    return dedupe(sorted(kept, key=lambda finding: finding.sort_key))
+    return filtering.unique(filtering.reported(findings, source, text, settings))
 
 
 def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | None = None) -> bool:
@@ -303,11 +300,9 @@ def refuse(fixed_file: FileFix, reason: str) -> bool:
 
 
 def traced(display: str, path: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
-    from reslint.suppression import filter_suppressed
-
     full = dataclasses.replace(settings, static=False, cache=False)
     result = cached_analysis(display, text.encode("utf-8"), settings, full, source_path=path)
-    return reported(display, filter_suppressed(result.findings, text), settings), result.models
+    return reported(display, result.findings, text, settings), result.models
 
 
 def place_key(finding: Finding) -> tuple:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import click
 
 from reslint.reporters.common import plural
-from reslint.runner import Report
+from reslint.report import Report
 
 
 @dataclass(frozen=True)

@@ -369,30 +369,20 @@ def probe_spec(spec: Any, expression: str | None, module: Any, path: str, loss: 
 
 def reported(findings: list, settings: Any) -> list:
     """Config and inline suppressions, as `reslint check` applies them."""
-    from reslint.discovery import matches_glob, root_relative
-    from reslint.suppression import filter_suppressed
+    import os
 
-    kept = [finding for finding in findings if settings.enabled(finding.code)]
-    kept = [finding for finding in kept if not any(
-        finding.code in codes and matches_glob(root_relative(finding.path, settings.root), glob)
-        for glob, codes in settings.per_file_ignores)]
+    from reslint.discovery import SourceFile, root_relative
+    from reslint.filtering import file_text, reported as filtered
+
     by_path: dict[str, list] = {}
-    for finding in kept:
+    for finding in findings:
         by_path.setdefault(finding.path, []).append(finding)
     result = []
     for path, items in by_path.items():
-        result.extend(filter_suppressed(items, read_text(path)))
+        absolute = os.path.abspath(path)
+        source = SourceFile(absolute, path, root_relative(absolute, settings.root))
+        result += filtered(items, source, file_text(absolute), settings)
     return sorted(result, key=lambda finding: finding.sort_key)
-
-
-def read_text(path: str) -> str | None:
-    from reslint.analysis import decode_source
-
-    try:
-        with open(path, "rb") as handle:
-            return decode_source(handle.read())
-    except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
-        return None
 
 
 def write_report(report: ProbeReport, compared: ProbeReport | None, output_format: str, stream: TextIO,
@@ -407,7 +397,7 @@ def write_report(report: ProbeReport, compared: ProbeReport | None, output_forma
         return
     if output_format in ("sarif", "github"):
         from reslint.reporters import render
-        from reslint.runner import Report
+        from reslint.report import Report
 
         findings = sorted(report.findings + (compared.findings if compared is not None else []),
                           key=lambda finding: finding.sort_key)

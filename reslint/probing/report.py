@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import reslint
 from reslint.findings import Finding
+from reslint.version import __version__
 
 
 @dataclass
@@ -163,7 +163,7 @@ class ProbeReport:
 
     def to_dict(self) -> dict:
         return {
-            "version": reslint.__version__,
+            "version": __version__,
             "model": self.model,
             "expression": self.expression,
             "path": self.path,

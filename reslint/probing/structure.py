@@ -153,7 +153,7 @@ def _static_stacks(filename: str, mtime: float) -> tuple:
     try:
         import libcst
 
-        from reslint.analysis import decode_source
+        from reslint.file_gate import decode_source
         from reslint.static.engine import extract_facts
 
         with open(filename, "rb") as handle:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from reslint.runner import Report
 from reslint.settings import Settings
+
+if TYPE_CHECKING:
+    from reslint.report import Report
 
 FORMATS = ("text", "concise", "json", "sarif", "github")  # text: with code frames; concise: one line each
 

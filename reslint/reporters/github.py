@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from reslint.findings import Finding
 from reslint.reporters.common import repository_path, repository_root
 from reslint.reporters.escaping import valid_unicode
-from reslint.runner import Report
 from reslint.settings import Settings
+
+if TYPE_CHECKING:
+    from reslint.report import Report
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 

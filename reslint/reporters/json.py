@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import reslint
 from reslint.catalog import RULES
 from reslint.reporters.common import counts_by_code, skipped_counts, trace_counts
 from reslint.reporters.escaping import valid_unicode
-from reslint.runner import Report
 from reslint.settings import Settings
+from reslint.version import __version__
+
+if TYPE_CHECKING:
+    from reslint.report import Report
 
 
 def report_document(report: Report) -> dict:
     return {
-        "version": reslint.__version__,
+        "version": __version__,
         "findings": [finding.to_dict() for finding in report.findings],
         "models": [model.to_dict() for model in report.models],
         "summary": {

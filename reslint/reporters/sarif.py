@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import reslint
 from reslint.catalog import RULES, RuleInfo
 from reslint.docs import rule_page
 from reslint.findings import Finding
 from reslint.reporters.common import artifact_uri, repository_root
 from reslint.reporters.escaping import valid_unicode
-from reslint.runner import Report
 from reslint.settings import Settings
+from reslint.version import __version__
+
+if TYPE_CHECKING:
+    from reslint.report import Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/reslint/reslint"
@@ -91,8 +93,8 @@ def sarif_document(report: Report, root: str) -> dict:
         "runs": [{
             "tool": {"driver": {
                 "name": "reslint",
-                "version": reslint.__version__,
-                "semanticVersion": reslint.__version__,
+                "version": __version__,
+                "semanticVersion": __version__,
                 "informationUri": INFORMATION_URI,
                 "rules": [rule_descriptor(rule) for rule in rules],
             }},

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from reslint.catalog import RULES
 from reslint.findings import Finding, ModelSummary, placement_label, stack_summary_line
 from reslint.prefilter import SKIP_REASON
 from reslint.reporters.common import counts_by_code, plural, skipped_counts, trace_counts
 from reslint.reporters.escaping import terminal_safe
-from reslint.runner import Report
 from reslint.settings import Settings
+
+if TYPE_CHECKING:
+    from reslint.report import Report
 
 BOLD, RESET = "\033[1m", "\033[0m"
 SEVERITY_COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}

@@ -1,56 +1,58 @@
 """Rules: small pure functions of facts. One module per rule; each yields findings.
 
-A rule never parses or traces: it reads `FileFacts` only, so the static and the trace
-engine feed the same rules.
+A rule never parses or traces: a file rule reads `FileFacts` only, so the static and the trace
+engine feed the same rules; a project rule (RL301) reads the links the project stage made between
+files (`reslint.project.TrainingLink`). Adding a rule: its module here, named
+`rlNNN_name.py` with a `check` function (the registry below is derived from the folder), its entry
+in `reslint.catalog` and its page `rules/RLNNN.md`.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from reslint.facts import FileFacts
+from reslint.filtering import unique
 from reslint.findings import Finding
-from reslint.rules import (
-    rl001_residual_shape_mismatch,
-    rl002_residual_broadcast,
-    rl003_dropout_on_skip_path,
-    rl101_post_ln,
-    rl102_mixed_norm_placement,
-    rl103_missing_final_norm,
-    rl104_deep_post_ln,
-    rl201_batchnorm_in_sequence_model,
-    rl401_norm_unbiased_variance,
-    rl402_norm_over_sequence,
-    rl403_norm_without_eps,
-    rl501_ffn_without_activation,
-    rl904_analysis_limit,
-)
 from reslint.settings import Settings
 
-Rule = Callable[[FileFacts, Settings], Iterable[Finding]]
+if TYPE_CHECKING:
+    from reslint.project import TrainingLink
 
-FACT_RULES: dict[str, Rule] = {
-    "RL001": rl001_residual_shape_mismatch.check,
-    "RL002": rl002_residual_broadcast.check,
-    "RL003": rl003_dropout_on_skip_path.check,
-    "RL101": rl101_post_ln.check,
-    "RL102": rl102_mixed_norm_placement.check,
-    "RL103": rl103_missing_final_norm.check,
-    "RL104": rl104_deep_post_ln.check,
-    "RL201": rl201_batchnorm_in_sequence_model.check,
-    "RL401": rl401_norm_unbiased_variance.check,
-    "RL402": rl402_norm_over_sequence.check,
-    "RL403": rl403_norm_without_eps.check,
-    "RL501": rl501_ffn_without_activation.check,
-    "RL904": rl904_analysis_limit.check,
-}
+Rule = Callable[[FileFacts, Settings], Iterable[Finding]]
+ProjectRule = Callable[[Iterable["TrainingLink"], Settings], Iterable[Finding]]
+
+
+def rule_modules() -> dict[str, object]:
+    """{code: module} of this package's `rlNNN_name` modules: the registry is the folder."""
+    found = {}
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda module: module.name):
+        if re.fullmatch(r"rl\d{3}_\w+", module.name):
+            found[module.name[:5].upper()] = importlib.import_module(f"{__name__}.{module.name}")
+    return found
+
+
+RULE_MODULES = rule_modules()
+# A project rule (`PROJECT_RULE = True` in its module) reads the links between files, not one file's facts.
+FACT_RULES: dict[str, Rule] = {code: module.check for code, module in RULE_MODULES.items()
+                               if not getattr(module, "PROJECT_RULE", False)}
+PROJECT_RULES: dict[str, ProjectRule] = {code: module.check for code, module in RULE_MODULES.items()
+                                         if getattr(module, "PROJECT_RULE", False)}
 
 
 def run_rules(facts: FileFacts, settings: Settings) -> list[Finding]:
-    findings: dict[tuple, Finding] = {}
-    for code, rule in FACT_RULES.items():
-        if settings.enabled(code):
-            for finding in rule(facts, settings):
-                # A block reused by several stacks is one place in the source: report it once.
-                findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
-    return list(findings.values())
+    """The enabled file rules' findings about one file, one per place (a block reused by several stacks
+    is one place in the source)."""
+    return unique(finding for code, rule in FACT_RULES.items() if settings.enabled(code)
+                  for finding in rule(facts, settings))
+
+
+def run_project_rules(links: Iterable[TrainingLink], settings: Settings) -> list[Finding]:
+    """The enabled project rules' findings about the links between the files of a run."""
+    links = list(links)
+    return [finding for code, rule in PROJECT_RULES.items() if settings.enabled(code)
+            for finding in rule(links, settings)]

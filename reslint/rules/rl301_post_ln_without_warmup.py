@@ -6,13 +6,19 @@ in the training code, the Post-LN block in the model, often in another file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from reslint.findings import Finding
-from reslint.project import TrainingLink
+from reslint.settings import Settings
+
+if TYPE_CHECKING:
+    from reslint.project import TrainingLink
+
+PROJECT_RULE = True  # run by the project stage on the links between files (reslint.rules.PROJECT_RULES)
 
 
-def check(links: Iterable[TrainingLink]):
+def check(links: Iterable[TrainingLink], settings: Settings) -> Iterator[Finding]:
     for link in links:
         if link.warmup != "no":
             continue

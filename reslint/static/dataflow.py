@@ -138,6 +138,8 @@ class Scope:
 
 
 class Evaluator:
+    index_class = FileIndex  # what the project index parses other files into when this evaluator asks
+
     def __init__(self, index: FileIndex, positions, path: str):
         self.index = index
         self.budget = file_budget(index)
@@ -1017,7 +1019,7 @@ class Evaluator:
         if spec.kind == "unknown":
             return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
         if spec.kind in ("external", "passed", "classref"):
-            kind = (torch_api.norm_kind_from_name(spec.name) or self.index.imported_norm_kind(spec.name)
+            kind = (torch_api.norm_kind_from_name(spec.name) or self.index.imported_norm_kind(spec.name, type(self))
                     if spec.kind == "external" else None)
             if kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=kind, name=name, norm_form="module")
@@ -1111,7 +1113,7 @@ class Evaluator:
             if not nodes:
                 return UNKNOWN_VALUE
             kind = (torch_api.norm_kind_from_name(last) if last[:1].isupper()
-                    else self.index.imported_norm_kind(qualified))
+                    else self.index.imported_norm_kind(qualified, type(self)))
             if kind is not None:
                 return self.new("norm", nodes[:1], where, scope, norm_kind=kind, norm_form="module", name=last)
             if last[:1].isupper() and (last.endswith("Output") or last.endswith("Outputs") or kwargs):
@@ -1187,8 +1189,14 @@ class Evaluator:
             self.norm_class_kinds[info.name] = None  # recursion guard
             from reslint.static.norms import classify_norm_class
 
-            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info)
+            self.norm_class_kinds[info.name] = classify_norm_class(self.index, info, self.class_graph)
         return self.norm_class_kinds[info.name]
+
+    def class_graph(self, info: ClassInfo) -> Graph:
+        """The graph of a class's forward evaluated on its own, with `info` guarded against recursion."""
+        evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.norm_class_kinds = {info.name: None}
+        return evaluator.evaluate_class(info)
 
 
 @dataclass(eq=False)

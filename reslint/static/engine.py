@@ -124,7 +124,7 @@ class StaticExtractor:
             project = project or ProjectIndex.for_file(self.source_path)
             callers = [site for site in project.construction_sites(self.source_path, name)
                        if site.scope_is_class and site.path != project_path(self.source_path)]
-            if not any(project.is_module_class(site.path, site.scope) for site in callers):
+            if not any(project.is_module_class(site.path, site.scope, type(self.index)) for site in callers):
                 continue
             self.facts.reads.extend(dict.fromkeys(str(site.path) for site in callers))
             evaluator = Evaluator(self.index, self.positions, self.path)
@@ -465,7 +465,7 @@ class StaticExtractor:
         for site in project.construction_sites(self.source_path, name):
             if not site.scope_is_class or site.path == project_path(self.source_path):
                 continue  # this file's own classes are in the model's closure already
-            facts = project.static_facts(site.path)
+            facts = project.static_facts(site.path, extract_facts, type(self.index))
             if facts is None:
                 continue
             self.facts.reads.append(str(site.path))

@@ -50,10 +50,6 @@ class ModuleSpec:
             return positional[position].value
         return None
 
-    @property
-    def is_block_container(self) -> bool:
-        return self.kind == "container" and self.name in ("ModuleList", "Sequential")
-
 
 @dataclass(eq=False)
 class ClassInfo:
@@ -172,7 +168,7 @@ class FileIndex:
 
         return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
 
-    def imported_norm_kind(self, qualified: str) -> str | None:
+    def imported_norm_kind(self, qualified: str, evaluator_class) -> str | None:
         """The norm kind of a class or function imported from another project file that is a norm: a torch
         norm's subclass (`class FinalScale(nn.LayerNorm)`), a module or function normalising by hand
         (`from .functional import fast_layer_norm`); else None."""
@@ -182,7 +178,7 @@ class FileIndex:
             return None  # only functions named as norms are read (`rotate_half` is not worth a parse)
         from reslint.project_index import ProjectIndex
 
-        return ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified)
+        return ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified, evaluator_class)
 
     # ----- classes -------------------------------------------------------------
 

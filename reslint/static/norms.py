@@ -182,29 +182,20 @@ def _divides_by_own_norm(node: Node) -> bool:
     return measured is numerator
 
 
-def classify_norm_class(index, positions, path, info) -> str | None:
-    """A module class whose forward returns a normalised, affinely rescaled version of its input."""
-    from reslint.static.dataflow import Evaluator
-
+def classify_norm_class(index, info, class_graph) -> str | None:
+    """A module class whose forward returns a normalised, affinely rescaled version of its input;
+    `class_graph(info)` evaluates a class's forward (the dataflow Evaluator, which asks this module)."""
     inherited = torch_norm_base(info)
     if inherited is not None:
         return inherited
     if index.method(info, "forward") is None:
         return None
-    evaluator = Evaluator(index, positions, path)
-    evaluator.norm_class_kinds = {info.name: None}
-    return normalised_input_kind(evaluator.evaluate_class(info))
-
-
-def classify_norm_function(index, positions, path, function) -> str | None:
-    """A free function (`def fast_layer_norm(x, weight, bias, eps)`) that returns its first argument
-    normalised and affinely rescaled: the norm kind, else None."""
-    from reslint.static.dataflow import Evaluator
-
-    return normalised_input_kind(Evaluator(index, positions, path).evaluate_function(function))
+    return normalised_input_kind(class_graph(info))
 
 
 def normalised_input_kind(graph) -> str | None:
+    """The norm kind when `graph` (a forward or a free function like `def fast_layer_norm(x, weight, bias,
+    eps)`) returns its first input normalised and affinely rescaled, else None."""
     find_hand_written_norms(graph)
     inputs = [n for n in graph.nodes if n.op == "input"]
     if not inputs or not graph.outputs:

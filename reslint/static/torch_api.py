@@ -20,8 +20,6 @@ NORM_MODULES = {
     "LazyInstanceNorm2d": "instancenorm",
     "LazyInstanceNorm3d": "instancenorm",
 }
-# BatchNorm over images/volumes is the CNN norm; only these variants see (batch, channels, time).
-SEQUENCE_BATCHNORMS = {"BatchNorm1d", "SyncBatchNorm", "LazyBatchNorm1d", "batch_norm"}
 
 PARAMETRISED_MODULES = {
     "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",

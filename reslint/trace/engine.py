@@ -102,7 +102,7 @@ def needs_import(path: str, data: bytes | None, settings: Settings, source_path:
     if factories_for(os.path.abspath(source_path or path), settings) or data is None:
         return True
     try:
-        from reslint.analysis import decode_source
+        from reslint.file_gate import decode_source
 
         return might_define_models(decode_source(data))
     except (UnicodeDecodeError, SyntaxError, LookupError):
