@@ -381,7 +381,9 @@ class Evaluator:
             self.assign(small.target, result, scope)
             return True
         if isinstance(small, cst.Expr) and not self._appended(small.value, scope):
-            self.eval(small.value, scope)
+            result = self.eval(small.value, scope)
+            if isinstance(result, Node):
+                result.info["dropped"] = True  # `self.states.append(x)`: the call keeps x somewhere unseen
         return True
 
     def _appended(self, call, scope: Scope) -> bool:
@@ -773,6 +775,8 @@ class Evaluator:
             value = self.fold_self_attr_value(base, attr)
             if value is not None:
                 return value
+            if _activation_lookup(self.index.attr_value(base.cls, attr)):
+                return self.new("attr", (), expr, scope, name=f"self.{attr}", activation=True)
             return self.new("attr", (), expr, scope, name=f"self.{attr}")
         if isinstance(base, ModRef) and base.spec.kind == "container" and attr in base.spec.named:
             return ModRef(base.spec.named[attr], f"{base.path}.{attr}")
@@ -914,7 +918,8 @@ class Evaluator:
         if isinstance(callee, Node):
             # A callable handed in as an argument (`sublayer(x)`): an opaque sublayer.
             inputs = self._data_args(args, kwargs)
-            return self.new("call", inputs, where, scope, name=self.code(where.func))
+            activation = {"activation": True} if callee.info.get("activation") else {}
+            return self.new("call", inputs, where, scope, name=self.code(where.func), **activation)
         inputs = self._data_args(args, kwargs)
         if inputs:
             name = self.code(where.func)
@@ -1250,3 +1255,15 @@ def budget_limits() -> dict[str, int]:
     return {"integer size": MAX_INTEGER_BITS, "sequence length": MAX_SEQUENCE_LENGTH,
             "string length": MAX_STRING_LENGTH, "inlining fan-out": MAX_INLINES_PER_FUNCTION,
             "work per file": MAX_STEPS_PER_FILE}
+
+
+def _activation_lookup(expr) -> bool:
+    """`ACT2FN[config.hidden_act]`, `get_activation(name)`: an activation picked by name from a registry."""
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    elif isinstance(expr, cst.Call):
+        expr = expr.func
+    else:
+        return False
+    name = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", "")
+    return name in ("ACT2FN", "ACT2CLS", "get_activation")
