@@ -195,6 +195,12 @@ class Evaluator:
     def code(self, node: cst.CSTNode) -> str:
         return self.positions.code(node).strip()
 
+    def _read_unseen(self, expr, scope: Scope) -> None:
+        """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
+        for name in _names_in(expr):
+            for node in self._nodes_of(scope.env.get(name)):
+                node.info["read_unseen"] = True
+
     def _nodes_of(self, value) -> list[Node]:
         if isinstance(value, Node):
             return [value]
@@ -636,6 +642,8 @@ class Evaluator:
         self.spend(expr)
         handler = getattr(self, "eval_" + type(expr).__name__, None)
         if handler is None:
+            if isinstance(expr, COMPREHENSIONS):
+                self._read_unseen(expr, scope)
             return UNKNOWN_VALUE
         return self.bounded(handler(expr, scope), expr)
 
@@ -1267,3 +1275,19 @@ def _activation_lookup(expr) -> bool:
         return False
     name = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", "")
     return name in ("ACT2FN", "ACT2CLS", "get_activation")
+
+
+COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def _names_in(expr) -> set[str]:
+    class Names(cst.CSTVisitor):
+        def __init__(self):
+            self.found: set[str] = set()
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found.add(node.value)
+
+    visitor = Names()
+    expr.visit(visitor)
+    return visitor.found

@@ -32,8 +32,9 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
     """Where the stack's stream ends: "normalised" (a norm bounds it), "reached" (it reaches a head or the
     root's output raw), "opaque" or "lost".
 
-    Opaque where the stream leaves what the engine can follow: into a module it cannot see, or into a
-    call whose result the statement drops (`states.append(x)`: a container the engine does not model).
+    Opaque where the stream leaves what the engine can follow: into a module it cannot see, into a
+    call whose result the statement drops (`states.append(x)`: a container the engine does not model),
+    or into a comprehension (`[norm(s) for s in states]`).
     Lost where every path ends inside the root without reaching its output: a value the code drops
     (Swin's states before downsampling, CvT's tokens beside the class token), carries into the next loop
     step (TimesFM's autoregressive `final_out = torch.cat(...)`), or stores where the engine does not
@@ -53,7 +54,7 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
             return "normalised"
         if id(node) in returned:
             reached_end = True
-        elif not node.users and node.info.get("dropped"):
+        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen")):
             opaque = True
         for user in node.users:
             if _is_loss(user):
