@@ -16,7 +16,7 @@ from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
-from reslint.static.stream_end import VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm, reached_into, stream_end
+from reslint.static.stream_end import VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm, loaded_classes, reached_into, stream_end
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -77,6 +77,7 @@ class StaticExtractor:
         self.built_here = used
         self.deferred: dict[str, tuple[str, ...]] = {}
         self.passed_on: set[str] = set()
+        self.loaded = loaded_classes(self.index, module_classes)
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
@@ -170,7 +171,7 @@ class StaticExtractor:
             if found is False and consumed:
                 if root in self.built_here:
                     self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + (root,)))
-                else:
+                elif root in self.loaded:
                     self.passed_on.add(key)  # to a consumer loading `root` through AutoModel: nobody here decides
                 continue
             if found is False:

@@ -102,11 +102,23 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
         # `self.encoder(...)` built by a constructor inherited from another file (modular_* copies).
         if any(attr and info.name.endswith(attr) for attr in unseen_attributes):
             referenced.add(info.name)
-    for info in classes:
-        declared = _config_class(info)
-        if declared and any(declared.endswith(config) for config in loaded_configs):
-            referenced.add(info.name)
-    return referenced
+    return referenced | loaded_through_config(classes, loaded_configs)
+
+
+def loaded_through_config(classes: list[ClassInfo], loaded_configs: set[str]) -> set[str]:
+    """The classes another class loads from a sub-config (`AutoModel.from_config(config.vision_config)`)."""
+    return {info.name for info in classes if (declared := _config_class(info))
+            and any(declared.endswith(config) for config in loaded_configs)}
+
+
+def loaded_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
+    """`loaded_through_config` over the sub-configs every class of the file loads."""
+    loaded_configs: set[str] = set()
+    for info in index.classes.values():
+        visitor = _References(set())
+        info.node.body.visit(visitor)
+        loaded_configs |= visitor.loaded_configs
+    return loaded_through_config(classes, loaded_configs)
 
 
 class _References(cst.CSTVisitor):
