@@ -54,7 +54,8 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
             return "normalised"
         if id(node) in returned:
             reached_end = True
-        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen")):
+        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen") or node.op == "phi"):
+            # a loop's merged value that goes nowhere seen: accumulated (`feature_maps += (h,)`), not dropped
             opaque = True
         for user in node.users:
             if _is_loss(user):
