@@ -15,9 +15,11 @@ FIXTURES = "fixtures/final_norm"
 
 # The RL103 that must fire (file, line); every other Pre-LN stack of the fixtures must stay silent.
 EXPECTED_FINDINGS = [
+    (f"{FIXTURES}/forecaster.py", 32),  # TimesFM: residual-MLP head, loop-carried forecast, loss (test_stream_precision)
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
     (f"{FIXTURES}/rms_spellings.py", 69),  # UnnormalisedLM: nothing before the head
+    (f"{FIXTURES}/vision_language.py", 30),  # Step3p7: a bare Linear projector, features kept in a dict
 ]
 
 # (file, model) -> final norm of its stack, in both engines.

@@ -201,6 +201,12 @@ class Evaluator:
     def code(self, node: cst.CSTNode) -> str:
         return self.positions.code(node).strip()
 
+    def _read_unseen(self, expr, scope: Scope) -> None:
+        """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
+        for name in _names_in(expr):
+            for node in self._nodes_of(scope.env.get(name)):
+                node.info["read_unseen"] = True
+
     def _nodes_of(self, value) -> list[Node]:
         if isinstance(value, Node):
             return [value]
@@ -387,7 +393,9 @@ class Evaluator:
             self.assign(small.target, result, scope)
             return True
         if isinstance(small, cst.Expr) and not self._appended(small.value, scope):
-            self.eval(small.value, scope)
+            result = self.eval(small.value, scope)
+            if isinstance(result, Node):
+                result.info["dropped"] = True  # `self.states.append(x)`: the call keeps x somewhere unseen
         return True
 
     def _appended(self, call, scope: Scope) -> bool:
@@ -644,6 +652,8 @@ class Evaluator:
         self.spend(expr)
         handler = getattr(self, "eval_" + type(expr).__name__, None)
         if handler is None:
+            if isinstance(expr, COMPREHENSIONS):
+                self._read_unseen(expr, scope)
             return UNKNOWN_VALUE
         return self.bounded(handler(expr, scope), expr)
 
@@ -783,6 +793,8 @@ class Evaluator:
             value = self.fold_self_attr_value(base, attr)
             if value is not None:
                 return value
+            if _activation_lookup(self.index.attr_value(base.cls, attr)):
+                return self.new("attr", (), expr, scope, name=f"self.{attr}", activation=True)
             return self.new("attr", (), expr, scope, name=f"self.{attr}")
         if isinstance(base, ModRef) and base.spec.kind == "container" and attr in base.spec.named:
             return ModRef(base.spec.named[attr], f"{base.path}.{attr}")
@@ -924,7 +936,8 @@ class Evaluator:
         if isinstance(callee, Node):
             # A callable handed in as an argument (`sublayer(x)`): an opaque sublayer.
             inputs = self._data_args(args, kwargs)
-            return self.new("call", inputs, where, scope, name=self.code(where.func))
+            activation = {"activation": True} if callee.info.get("activation") else {}
+            return self.new("call", inputs, where, scope, name=self.code(where.func), **activation)
         inputs = self._data_args(args, kwargs)
         if inputs:
             name = self.code(where.func)
@@ -1268,3 +1281,31 @@ def budget_limits() -> dict[str, int]:
     return {"integer size": MAX_INTEGER_BITS, "sequence length": MAX_SEQUENCE_LENGTH,
             "string length": MAX_STRING_LENGTH, "inlining fan-out": MAX_INLINES_PER_FUNCTION,
             "work per file": MAX_STEPS_PER_FILE}
+
+
+def _activation_lookup(expr) -> bool:
+    """`ACT2FN[config.hidden_act]`, `get_activation(name)`: an activation picked by name from a registry."""
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    elif isinstance(expr, cst.Call):
+        expr = expr.func
+    else:
+        return False
+    name = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", "")
+    return name in ("ACT2FN", "ACT2CLS", "get_activation")
+
+
+COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def _names_in(expr) -> set[str]:
+    class Names(cst.CSTVisitor):
+        def __init__(self):
+            self.found: set[str] = set()
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found.add(node.value)
+
+    visitor = Names()
+    expr.visit(visitor)
+    return visitor.found

@@ -23,7 +23,7 @@ from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
-from reslint.static.stream_end import consumed_classes, final_norm, reached_into
+from reslint.static.stream_end import VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm, loaded_classes, reached_into, stream_end
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -89,6 +89,8 @@ class StaticExtractor:
         consumed = used | consumed_classes(self.index, module_classes)
         self.built_here = used
         self.deferred: dict[str, tuple[str, ...]] = {}
+        self.passed_on: set[str] = set()
+        self.loaded = loaded_classes(self.index, module_classes)
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
@@ -98,7 +100,7 @@ class StaticExtractor:
         run_from_outside = reached_into(self.index)
         for key, roots in self.deferred.items():
             # No class building the root followed the stream (nor runs the stack itself): the root's output stands.
-            if key not in self.final_norms and key.rsplit(".", 1)[-1] not in run_from_outside:
+            if key not in self.final_norms and key not in self.passed_on and key.rsplit(".", 1)[-1] not in run_from_outside:
                 self.final_norms[key] = False
                 self.facts.open_streams[key] = roots
         self._finish(module_classes, outermost)
@@ -204,12 +206,18 @@ class StaticExtractor:
         output. A root another class consumes has no say where the stream merely reaches its output: the
         consumer decides. Where the consumer builds it as a submodule of this file but none of its evaluations
         reaches the stack, the root's output stands; built through AutoModel or another file's constructor,
-        nobody decides."""
+        nobody decides. A root that loses the stream (drops it, stores it where the engine does not follow) has
+        no say either."""
         for key, outputs in graph.stack_outputs.items():
-            found = final_norm(outputs, graph.outputs)
+            ending = stream_end(outputs, graph.outputs)
+            if ending == "lost":
+                continue
+            found = STREAM_END_VERDICTS[ending]
             if found is False and consumed:
                 if root in self.built_here:
                     self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + (root,)))
+                elif root in self.loaded:
+                    self.passed_on.add(key)  # to a consumer loading `root` through AutoModel: nobody here decides
                 continue
             if found is False:
                 self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))
@@ -495,6 +503,7 @@ class StaticExtractor:
     def _module_norms(self, module_classes, sequence_classes: set[str]) -> list[NormOp]:
         norms = []
         for info in module_classes:
+            pooled = {id(spec) for spec in _after_linear(info)}
             for spec in info.submodules.values():
                 for inner in iter_specs(spec):
                     if inner.kind != "builtin" or inner.name not in torch_api.NORM_MODULES:
@@ -507,7 +516,7 @@ class StaticExtractor:
                             spans_sequence = self.span(inner.node)
                     norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node), owner=info.name,
                                         variant=inner.name, spans_sequence=spans_sequence,
-                                        in_sequence_model=info.name in sequence_classes))
+                                        in_sequence_model=info.name in sequence_classes and id(inner) not in pooled))
         seen = set()
         for name, graph in self.graphs.items():
             for node in graph.nodes:
@@ -727,6 +736,20 @@ def _super_init_calls(init: cst.FunctionDef) -> list[cst.Call]:
 
     init.visit(Calls())
     return found
+
+
+def _after_linear(info: ClassInfo):
+    """BatchNorm1d right after an nn.Linear in an nn.Sequential (CLIP-style projection heads): the Linear's
+    features are the last axis and BatchNorm1d normalises axis 1, so the two fit only on (batch, features)
+    vectors, pooled or flattened; no positions or padding enter the statistics (the trace engine sees 2-D)."""
+    for spec in info.submodules.values():
+        for container in iter_specs(spec):
+            if container.kind != "container" or container.name != "Sequential" or container.repeated:
+                continue
+            for before, after in zip(container.elements, container.elements[1:]):
+                if before.kind == "builtin" and before.name == "Linear" and after.kind == "builtin" \
+                        and after.name in ("BatchNorm1d", "LazyBatchNorm1d", "SyncBatchNorm"):
+                    yield after
 
 
 def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:

@@ -71,10 +71,12 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
     skips = {id(residual.skip) for residual in residuals}
     for residual in residuals:
         if residual.placement == "none":
+            # A sum that also flows on unnormalised beside the norm reading it is not Post-LN (Gemma 3n's AltUp).
             residual.placement = settle_post(
                 residual.placement, stream_continues=_stream_continues(residual.add, skips),
                 sum_normed_in_block=any(_same_block(residual.add, norm)
-                                        for norm in norms_by_source.get(id(residual.add), [])))
+                                        for norm in norms_by_source.get(id(residual.add), []))
+                and not _flows_on_unnormalised(residual.add))
     # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
     # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
     streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
@@ -98,6 +100,24 @@ def _stream_continues(add: Node, skips: set[int]) -> bool:
                 pending.append(user)
             elif user.op == "add" and any(term is not node and reaches(term, add, False) for term in user.inputs):
                 return True  # added to something computed from it: a residual we could not fully resolve
+    return False
+
+
+def _flows_on_unnormalised(add: Node, limit: int = 12) -> bool:
+    """Whether the sum goes on, beside the norm that reads it, into another sum: the norm then feeds a side
+    branch (Gemma 3n's AltUp router norm), not the stream, and the add is not Post-LN."""
+    pending, seen = [(add, 0)], set()
+    while pending:
+        node, steps = pending.pop()
+        if id(node) in seen or steps > limit:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            if is_layer_norm(user) or user.parametrised:
+                continue
+            if user.op in ("add", "sub") and len(data_inputs(user)) >= 2:
+                return True
+            pending.append((user, steps + 1))
     return False
 
 

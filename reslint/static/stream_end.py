@@ -23,12 +23,22 @@ SEARCH_LIMIT = 5000
 
 
 def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
-    """Whether the stack's output is normalised before it reaches a head or the root's output.
+    """Whether the stack's output is normalised before it reaches a head or the root's output
+    (None: undecided, see `stream_end`)."""
+    return VERDICTS[stream_end(outputs, graph_outputs)]
 
-    Undecided (None) where the stream leaves what the engine can follow: into a module it cannot
-    see, or into a call whose result is dropped (`states.append(x)`: a container the engine does not
-    model). A value the code drops (Swin's states before downsampling, CvT's tokens beside the class
-    token) ends nowhere.
+
+def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
+    """Where the stack's stream ends: "normalised" (a norm bounds it), "reached" (it reaches a head or the
+    root's output raw), "opaque" or "lost".
+
+    Opaque where the stream leaves what the engine can follow: into a module it cannot see, into a
+    call whose result the statement drops (`states.append(x)`: a container the engine does not model),
+    or into a comprehension (`[norm(s) for s in states]`).
+    Lost where every path ends inside the root without reaching its output: a value the code drops
+    (Swin's states before downsampling, CvT's tokens beside the class token), carries into the next loop
+    step (TimesFM's autoregressive `final_out = torch.cat(...)`), or stores where the engine does not
+    follow (`outputs["image"] = features`). A lost stream says nothing about its end.
     """
     returned = {id(node) for node in graph_outputs}
     reached_end = False
@@ -41,21 +51,32 @@ def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
             continue
         seen.add(id(node))
         if is_normalised(node):  # includes the stack's own output: a last block ending in its norm (Conformer)
-            return True
+            return "normalised"
         if id(node) in returned:
             reached_end = True
-        elif not node.users and node.op in ("func", "call"):
+        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen") or node.op == "phi"):
+            # a loop's merged value that goes nowhere seen: accumulated (`feature_maps += (h,)`), not dropped
             opaque = True
         for user in node.users:
-            if user.parametrised and not _is_known_head(user):
+            if _is_loss(user):
+                continue  # a training loss compares predictions: no norm hides there, and nothing flows on
+            if user.parametrised and not _is_known_head(user) and not user.info.get("activation"):
                 # A module we cannot see into (passed in, imported) may normalise: stay undecided.
                 opaque = True
                 continue
             # Through heads and projections too: a norm after a projection (SAM's neck) still bounds the scale.
             pending.append(user)
     if opaque:
-        return None
-    return False if reached_end else None
+        return "opaque"
+    return "reached" if reached_end else "lost"
+
+
+VERDICTS = {"normalised": True, "reached": False, "opaque": None, "lost": None}
+
+
+def _is_loss(node: Node) -> bool:
+    """`loss_fct(logits, labels)`, `F.mse_loss(...)`, a local `loss = nn.MSELoss()` called."""
+    return "loss" in str(node.info.get("name") or node.info.get("function") or "").lower()
 
 
 def _is_known_head(node: Node) -> bool:
@@ -82,11 +103,23 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
         # `self.encoder(...)` built by a constructor inherited from another file (modular_* copies).
         if any(attr and info.name.endswith(attr) for attr in unseen_attributes):
             referenced.add(info.name)
-    for info in classes:
-        declared = _config_class(info)
-        if declared and any(declared.endswith(config) for config in loaded_configs):
-            referenced.add(info.name)
-    return referenced
+    return referenced | loaded_through_config(classes, loaded_configs)
+
+
+def loaded_through_config(classes: list[ClassInfo], loaded_configs: set[str]) -> set[str]:
+    """The classes another class loads from a sub-config (`AutoModel.from_config(config.vision_config)`)."""
+    return {info.name for info in classes if (declared := _config_class(info))
+            and any(declared.endswith(config) for config in loaded_configs)}
+
+
+def loaded_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
+    """`loaded_through_config` over the sub-configs every class of the file loads."""
+    loaded_configs: set[str] = set()
+    for info in index.classes.values():
+        visitor = _References(set())
+        info.node.body.visit(visitor)
+        loaded_configs |= visitor.loaded_configs
+    return loaded_through_config(classes, loaded_configs)
 
 
 class _References(cst.CSTVisitor):
