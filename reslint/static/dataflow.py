@@ -1177,7 +1177,8 @@ class Evaluator:
             self.norm_class_kinds[info.name] = None  # recursion guard
             from reslint.static.norms import classify_norm_class
 
-            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info)
+            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info,
+                                                                   self.norm_class_kinds)
         return self.norm_class_kinds[info.name]
 
 

@@ -68,5 +68,12 @@ def walk(root: cst.CSTNode, *visitors) -> None:
         if calls is None:
             name = "visit_" + kind.__name__
             calls = methods[kind] = [method for method in (getattr(visitor, name, None) for visitor in visitors) if method]
-        if [call(node) for call in calls].count(False) < len(calls) or not calls:
-            pending.extend(children(node))
+        if calls and [call(node) for call in calls].count(False) == len(calls):
+            continue
+        for name in _child_fields.get(kind) or child_fields(kind):  # children() inlined: the hot loop
+            value = getattr(node, name)
+            value_kind = type(value)
+            if value_kind is tuple or value_kind is list:
+                pending.extend(item for item in value if _is_node.get(type(item)) or is_node(type(item)))
+            elif _is_node.get(value_kind) or is_node(value_kind):
+                pending.append(value)
