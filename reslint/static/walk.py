@@ -74,6 +74,11 @@ def walk(root: cst.CSTNode, *visitors) -> None:
             value = getattr(node, name)
             value_kind = type(value)
             if value_kind is tuple or value_kind is list:
-                pending.extend(item for item in value if _is_node.get(type(item)) or is_node(type(item)))
-            elif _is_node.get(value_kind) or is_node(value_kind):
-                pending.append(value)
+                for item in value:
+                    known = _is_node.get(type(item))
+                    if known or (known is None and is_node(type(item))):
+                        pending.append(item)
+            else:
+                known = _is_node.get(value_kind)
+                if known or (known is None and is_node(value_kind)):
+                    pending.append(value)
