@@ -1,7 +1,7 @@
 """The static engine's shortcuts change no finding: the same files analysed with each shortcut replaced
-by the plain way it stands for (libcst's own visit for the fast walk, each norm class classified on
-its own instead of once per file) give the same findings, positions and model summaries, over every
-fixture and example and a sample of transformers' model files."""
+by the plain way it stands for (libcst's own visit for the fast walk) give the same findings,
+positions, model summaries and cross-file links, over every fixture and example and a sample of
+transformers' model files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import reslint.static.norms as norms
 import reslint.static.stream_end as stream_end
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
@@ -44,11 +43,8 @@ def fast() -> dict[Path, tuple]:
     return {path: analysed(path) for path in sample()}
 
 
-def test_the_fast_walk_and_shared_norm_classes_give_the_plain_engines_findings(fast, monkeypatch) -> None:
-    classify = norms.classify_norm_class
+def test_the_fast_walk_gives_the_plain_engines_findings(fast, monkeypatch) -> None:
     monkeypatch.setattr(stream_end, "walk", libcst_walk)
-    monkeypatch.setattr(norms, "classify_norm_class",
-                        lambda index, positions, path, info, kinds=None: classify(index, positions, path, info))
     findings = 0
     for path, expected in fast.items():
         assert analysed(path) == expected, path

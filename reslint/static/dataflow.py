@@ -1177,8 +1177,7 @@ class Evaluator:
             self.norm_class_kinds[info.name] = None  # recursion guard
             from reslint.static.norms import classify_norm_class
 
-            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info,
-                                                                   self.norm_class_kinds)
+            self.norm_class_kinds[info.name] = classify_norm_class(self.index, self.positions, self.path, info)
         return self.norm_class_kinds[info.name]
 
 

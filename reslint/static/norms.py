@@ -182,9 +182,8 @@ def _divides_by_own_norm(node: Node) -> bool:
     return measured is numerator
 
 
-def classify_norm_class(index, positions, path, info, kinds: dict | None = None) -> str | None:
-    """A module class whose forward returns a normalised, affinely rescaled version of its input.
-    (`kinds`: the classes classified so far, shared so that each class of a file is classified once.)"""
+def classify_norm_class(index, positions, path, info) -> str | None:
+    """A module class whose forward returns a normalised, affinely rescaled version of its input."""
     from reslint.static.dataflow import Evaluator
 
     inherited = torch_norm_base(info)
@@ -193,7 +192,7 @@ def classify_norm_class(index, positions, path, info, kinds: dict | None = None)
     if index.method(info, "forward") is None:
         return None
     evaluator = Evaluator(index, positions, path)
-    evaluator.norm_class_kinds = kinds if kinds is not None else {info.name: None}
+    evaluator.norm_class_kinds = {info.name: None}
     graph = evaluator.evaluate_class(info)
     find_hand_written_norms(graph)
     inputs = [n for n in graph.nodes if n.op == "input"]
