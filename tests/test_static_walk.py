@@ -94,3 +94,19 @@ def test_a_visit_returning_false_skips_the_children_as_in_libcst(code: str) -> N
     walk(module, walked)
     assert walked.names == expected.names
     assert "b" not in walked.names
+
+
+def test_parents_match_libcst_parent_node_provider_on_every_node_of_the_sample() -> None:
+    from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+    from reslint.static.walk import parents
+
+    compared = 0
+    for path in sources():
+        module = parsed(path)
+        if module is None:
+            continue
+        expected = dict(MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider))
+        assert parents(module) == expected, path
+        compared += len(expected)
+    assert compared > 100_000

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.findings import Finding
 
@@ -26,8 +26,10 @@ class Source:
         return self.wrapper.resolve(PositionProvider)
 
     @cached_property
-    def parents(self):
-        return self.wrapper.resolve(ParentNodeProvider)
+    def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        from reslint.static.walk import parents  # ParentNodeProvider's map, without its rebuilding visit
+
+        return parents(self.module)
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
         position = self.positions[node].start

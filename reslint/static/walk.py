@@ -82,3 +82,34 @@ def walk(root: cst.CSTNode, *visitors) -> None:
                 known = _is_node.get(value_kind)
                 if known or (known is None and is_node(value_kind)):
                     pending.append(value)
+
+
+_all_fields: dict[type, tuple[str, ...]] = {}
+
+
+def parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each node under `root` -> its parent, every field included (libcst's ParentNodeProvider
+    without its rebuilding visit)."""
+    found: dict[cst.CSTNode, cst.CSTNode] = {}
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        fields = _all_fields.get(kind)
+        if fields is None:
+            fields = _all_fields[kind] = tuple(field.name for field in dataclasses.fields(kind))
+        for name in fields:
+            value = getattr(node, name)
+            value_kind = type(value)
+            if value_kind is tuple or value_kind is list:
+                for item in value:
+                    known = _is_node.get(type(item))
+                    if known or (known is None and is_node(type(item))):
+                        found[item] = node
+                        pending.append(item)
+            else:
+                known = _is_node.get(value_kind)
+                if known or (known is None and is_node(value_kind)):
+                    found[value] = node
+                    pending.append(value)
+    return found
