@@ -11,7 +11,6 @@ source's: for visitors that collect, not for those that track a path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import libcst as cst
 
@@ -43,19 +42,6 @@ def is_node(kind: type) -> bool:
     return known
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The node's children that can hold code (not in source order)."""
-    for name in child_fields(type(node)):
-        value = getattr(node, name)
-        kind = type(value)
-        if kind is tuple or kind is list:
-            for item in value:
-                if is_node(type(item)):
-                    yield item
-        elif is_node(kind):
-            yield value
-
-
 def walk(root: cst.CSTNode, *visitors) -> None:
     """Call each visitor's `visit_<Node>` on `root` and every node under it (a node's children are
     skipped when every visitor that has a method for it returns False)."""
@@ -70,7 +56,7 @@ def walk(root: cst.CSTNode, *visitors) -> None:
             calls = methods[kind] = [method for method in (getattr(visitor, name, None) for visitor in visitors) if method]
         if calls and [call(node) for call in calls].count(False) == len(calls):
             continue
-        for name in _child_fields.get(kind) or child_fields(kind):  # children() inlined: the hot loop
+        for name in _child_fields.get(kind) or child_fields(kind):  # the hot loop: no helper calls
             value = getattr(node, name)
             value_kind = type(value)
             if value_kind is tuple or value_kind is list:
