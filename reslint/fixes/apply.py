@@ -73,6 +73,12 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         if text is None:
             continue
         linked = any(finding.code in LINKED for finding in wanted)
+        parsed = Parsed(text)
+        if settings.static and not linked and not any(candidate(display, text, finding, parsed) for finding in wanted):
+            # Exact: in a static check a reported finding is its own counterpart in the re-check (the same
+            # text, engine and filters; the project stage only drops RL103 findings and adds LINKED ones),
+            # so a fixer that refuses it here refuses it there: no file re-check for no fix.
+            continue
         try:
             base = recheck(display, text, settings, linked)
         except Exception:  # noqa: BLE001 - a file the re-check cannot analyse offers no fix; its findings stand
@@ -80,7 +86,7 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         fixes = {}
         for finding in wanted:
             target = counterpart(finding, base)
-            checked = attempt(display, text, target, base, settings, linked) if target else None
+            checked = attempt(display, text, target, base, settings, linked, parsed) if target else None
             if checked is not None:
                 module = fixer(finding.code)
                 fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, checked[0]))
@@ -120,13 +126,14 @@ def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: 
 def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: bool = False) -> FileFix:
     result = FileFix(display, os.path.abspath(display), text, text)
     current, findings = text, recheck(display, text, settings, linked)
+    parsed = Parsed(current)
     refused: set[tuple] = set()
     while True:
         target = next((finding for finding in findings if key(finding) not in refused
                        and fix_allowed(finding.code, settings, unsafe)), None)
         if target is None:
             return result
-        checked = attempt(display, current, target, findings, settings, linked)
+        checked = attempt(display, current, target, findings, settings, linked, parsed)
         if checked is None:
             refused.add(key(target))
             continue
@@ -137,25 +144,53 @@ def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: 
                 gone[key(finding)] -= 1
                 result.fixed.append(finding)
         current, findings = new, after
+        parsed = Parsed(current)
         result.after = current
 
 
+class Parsed:
+    """One text's Source, parsed when a fixer first needs it and then shared by all its findings'
+    fixers (fixers only read it: libcst trees are immutable)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.source: Source | None = None
+
+    def get(self) -> Source:
+        if self.source is None:
+            self.source = Source(self.text)
+        return self.source
+
+
 def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings,
-            linked: bool = False) -> tuple[str, list[Finding]] | None:
+            linked: bool = False, parsed: Parsed | None = None) -> tuple[str, list[Finding]] | None:
     """The file's text with `finding` fixed and what re-checking it reports; None when there is no
-    fix or it does not check out."""
-    try:
-        source = Source(text)
-        new = fixer(finding.code).fix(source, finding)
-    except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
-        return None
-    if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
+    fix or it does not check out. (`parsed`: `text`'s Source, shared between attempts.)"""
+    new = candidate(display, text, finding, parsed)
+    if new is None:
         return None
     after = recheck(display, new, settings, linked)
     before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
     if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:
         return None  # the finding is still there, or the fix brought a new one
     return new, after
+
+
+def candidate(display: str, text: str, finding: Finding, parsed: Parsed | None = None) -> str | None:
+    """The fixer's text for `finding` when it compiles and changes only the finding's scope (not yet
+    re-checked); None otherwise. (`parsed`: `text`'s Source, shared between candidates.)"""
+    from reslint.analysis import collector_paused
+
+    parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
+    try:
+        with collector_paused():  # a large tree: see collector_paused
+            source = parsed.get()
+            new = fixer(finding.code).fix(source, finding)
+            if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
+                return None
+    except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
+        return None
+    return new
 
 
 def key(finding: Finding) -> tuple:

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.findings import Finding
 
 
 class Source:
-    """One file's libcst tree with the position of every node (line 1-based, column 0-based)."""
+    """One file's libcst tree with the position of every node (line 1-based, column 0-based).
+
+    Positions and parents are each a pass over the whole tree, resolved when a fixer first asks:
+    most fixers refuse most findings after looking at one class."""
 
     def __init__(self, text: str):
-        self.wrapper = MetadataWrapper(cst.parse_module(text))
+        self.wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)  # the tree is ours alone
         self.module = self.wrapper.module
-        self.positions = self.wrapper.resolve(PositionProvider)
-        self.parents = self.wrapper.resolve(ParentNodeProvider)
+
+    @cached_property
+    def positions(self):
+        return self.wrapper.resolve(PositionProvider)
+
+    @cached_property
+    def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        from reslint.static.walk import parents  # ParentNodeProvider's map, without its rebuilding visit
+
+        return parents(self.module)
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
         position = self.positions[node].start

@@ -1208,7 +1208,9 @@ class Evaluator:
     def class_graph(self, info: ClassInfo) -> Graph:
         """The graph of a class's forward evaluated on its own, with `info` guarded against recursion."""
         evaluator = Evaluator(self.index, self.positions, self.path)
-        evaluator.norm_class_kinds = {info.name: None}
+        # Shared: each norm class of a file is classified once (a class under classification reads None).
+        evaluator.norm_class_kinds = self.norm_class_kinds
+        evaluator.norm_class_kinds.setdefault(info.name, None)
         return evaluator.evaluate_class(info)
 
 

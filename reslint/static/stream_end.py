@@ -16,6 +16,7 @@ from reslint.static import torch_api
 from reslint.static.graph import Node
 from reslint.static.index import ClassInfo, FileIndex
 from reslint.static.norms import is_normalised
+from reslint.static.walk import walk
 
 KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
 LOADERS = ("from_config", "_from_config", "from_pretrained")
@@ -94,7 +95,7 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     unseen_attributes: set[str] = set()
     for info in index.classes.values():  # a consumer may be no module class here (its base is in another file)
         visitor = _References(names - {info.name})
-        info.node.body.visit(visitor)
+        walk(info.node.body, visitor)
         referenced |= visitor.names
         loaded_configs |= visitor.loaded_configs
         unseen_attributes |= {_camel(attr) for attr in visitor.called
@@ -149,7 +150,7 @@ def reached_into(index: FileIndex) -> set[str]:
     a stack run from outside its class, whose class's own output is then not where the stream ends."""
     visitor = _NestedAttributes()
     for info in index.classes.values():
-        info.node.body.visit(visitor)
+        walk(info.node.body, visitor)
     return visitor.names
 
 
