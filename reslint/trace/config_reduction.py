@@ -93,6 +93,9 @@ def per_layer_lists(holder: Any, count: int, derived: bool = False) -> dict[str,
 def layers_to_keep(holder: Any, count: int) -> int:
     """KEEP_LAYERS, or the shortest prefix of the layers that shows every per-layer type."""
     keep = KEEP_LAYERS
+    dense = getattr(holder, "first_k_dense_replace", None)  # DeepSeek: the first k blocks are dense, then MoE
+    if isinstance(dense, int) and not isinstance(dense, bool) and 0 < dense < count:
+        keep = max(keep, dense + 1)
     for values in per_layer_lists(holder, count, derived=True).values():
         distinct = set(values)
         seen: set = set()
