@@ -57,6 +57,17 @@ def test_a_forecaster_without_a_prediction_length_gets_one():
     assert config.context_length == 16
 
 
+def test_per_layer_indices_are_not_types_and_a_missing_kv_head_count_follows_the_heads():
+    from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4ForConditionalGeneration
+    from transformers.models.nemotron.modeling_nemotron import NemotronForTokenClassification
+
+    config, changes = tracing_config(MistralLarge4ForConditionalGeneration.config_class)
+    assert changes[0] == ("text_config.num_hidden_layers", 72, 4)  # no_rope_layers: 1, 1, 1, 0, ...
+    assert config.text_config.kv_source_layers == [0, 1, 2, 3]
+    config, changes = tracing_config(NemotronForTokenClassification.config_class)
+    assert changes == [("num_key_value_heads", None, 48), ("num_hidden_layers", 32, 2)]
+
+
 def test_the_summary_says_the_config_was_reduced_and_keeps_the_configs_depth():
     path = MODELS / "decision_transformer" / "modeling_decision_transformer.py"
     done = subprocess.run([str(RESLINT), "check", "--no-cache", "--show-models", "--timeout", "600", str(path)],

@@ -19,6 +19,7 @@ LAYER_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encod
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
+MAX_LAYER_TYPES = 4
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
 
 
@@ -32,6 +33,11 @@ def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]
             changes.append(("prediction_length", None, PREDICTION_LENGTH))
         except Exception:  # noqa: BLE001 - a config that rejects it: build the default, as before
             pass
+    heads = getattr(config, "num_attention_heads", None)
+    # Documented as "defaults to num_attention_heads when None"; some configs leave it None (Nemotron).
+    if hasattr(config, "num_key_value_heads") and config.num_key_value_heads is None and isinstance(heads, int) \
+            and assign(config, "num_key_value_heads", heads):
+        changes.append(("num_key_value_heads", None, heads))
     return config, changes + reduce_config(config)
 
 
@@ -98,6 +104,8 @@ def layers_to_keep(holder: Any, count: int) -> int:
         keep = max(keep, dense + 1)
     for values in per_layer_lists(holder, count, derived=True).values():
         distinct = set(values)
+        if len(distinct) > MAX_LAYER_TYPES:  # per-layer indices (`kv_source_layers`), not types
+            continue
         seen: set = set()
         for index, value in enumerate(values):
             seen.add(value)
