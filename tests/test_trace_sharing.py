@@ -110,3 +110,56 @@ def test_a_backbone_traced_once_gives_what_each_head_traced_alone_gives(family, 
     assert shared == heads
     assert shared_summaries == alone_summaries
     assert shared_findings == alone_findings
+
+
+# ----- the stream's end through an offset RMSNorm (Qwen3-Next, Gemma) ------------------------------
+
+OFFSET_RMSNORM_MODEL = '''\
+import torch
+import torch.nn as nn
+
+
+class OffsetRMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        output = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (output * (1.0 + self.weight.float())).type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = OffsetRMSNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return x + self.ff(self.norm(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.layers = nn.ModuleList(Block(16) for _ in range(2))
+        self.norm = OffsetRMSNorm(16)
+        self.head = nn.Linear(16, 100)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
+'''
+
+
+def test_type_as_on_the_stream_does_not_bypass_the_final_norm(tmp_path):
+    path = tmp_path / "offset_norm.py"
+    path.write_text(OFFSET_RMSNORM_MODEL)
+    settings = dataclasses.replace(Settings(), timeout=600)
+    result = check_captures(engine.trace_file(str(path), None, settings), str(path), settings)
+    assert [(summary.name, summary.stacks[0].final_norm, summary.engine) for summary in result.summaries] == [
+        ("Net", True, "traced (export)")]
+    assert [finding.code for finding in result.findings if finding.code == "RL103"] == []
