@@ -433,6 +433,39 @@ def bench_full_check(repeat: int) -> list[Row]:
     ]
 
 
+def bench_full_check_modeling_files(repeat: int, tree: Path | None) -> list[Row]:
+    """Issue 17: the full check of a modeling file (its heads share one backbone) vs `import torch,
+    transformers` plus one export of its largest model; the bundled examples vs `import torch`."""
+    rows = []
+    examples = REPO_ROOT / "examples"
+    log(f"full check: examples/ vs import torch ({repeat} runs each)")
+    baseline, subject = Series("import torch"), Series("examples")
+    alternate([
+        (baseline, lambda: run_once([sys.executable, "-c", "import torch"], REPO_ROOT)),
+        (subject, lambda: run_once(reslint_command("--no-cache", "--jobs", "1", str(examples)), REPO_ROOT)),
+    ], repeat, warm_up=True)
+    ratio = subject.median / baseline.median
+    rows.append(Row("`reslint check --no-cache --jobs 1 examples/` (full check)", f"{subject.median:.2f} s",
+                    f"{ratio_text(ratio)} `import torch` ({baseline.median:.2f} s)", "<= 2x", judged(ratio <= 2)))
+    for family in ("bert", "gpt2"):
+        path = tree / family / f"modeling_{family}.py" if tree is not None else None
+        if path is None or not path.is_file():
+            continue
+        log(f"full check: {path.name} vs import torch, transformers + one export ({repeat} runs each)")
+        baseline, subject = Series("import + export"), Series("full check")
+        alternate([
+            (baseline, lambda: run_once([sys.executable, str(REPO_ROOT / "bench" / "export_baseline.py"), str(path)],
+                                        REPO_ROOT)),
+            (subject, lambda: run_once(reslint_command("--no-cache", "--jobs", "1", "--timeout", "600", str(path)),
+                                       REPO_ROOT)),
+        ], repeat)
+        ratio = subject.median / baseline.median
+        rows.append(Row(f"`reslint check --no-cache` of transformers' {path.name}",
+                        f"{subject.median:.1f} s", f"{ratio_text(ratio)} `import torch, transformers` + one export "
+                        f"of its largest model ({baseline.median:.1f} s)", "<= 1.5x", judged(ratio <= 1.5)))
+    return rows
+
+
 def bench_llama_70b() -> list[Row]:
     log("70B model: reslint check --no-cache bench/llama_70b.py (1 run)")
     run = run_once(reslint_command("--no-cache", str(LLAMA_70B)), REPO_ROOT)
@@ -628,6 +661,8 @@ def other_sections(args: argparse.Namespace, tree: Path | None, peers: Peers, no
             notes += corpus_notes
             sections.append(("Large corpus, static", rows))
     sections.append(("Full check (tracing)", bench_full_check(max(1, min(args.repeat, 3)))))
+    sections.append(("Full check of modeling files (shared backbones)",
+                     bench_full_check_modeling_files(max(1, min(args.repeat, 3)), tree)))
     sections.append(("70B-parameter model, full check", bench_llama_70b()))
     sections.append(("Probe", bench_probe()))
     return sections

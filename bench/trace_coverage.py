@@ -6,7 +6,8 @@ Runs `reslint check --output-format json --jobs 1 --no-cache --timeout T FILE` o
 `every`-th `modeling_*.py` of `transformers/models` by sorted path (one process a file, the JSON
 kept in OUTDIR, so a run can be resumed and one file rerun), then prints per file the models that
 were not traced with the reason, the RL902/RL903 findings by severity, and the totals.
-A model counts as traced when its summary's engine is `traced (...)`; as not traced when an
+A model counts as traced when its summary's engine is `traced (...)` or its trace record says so
+(a graph without stacks or residuals gives no traced summary); as not traced when an
 RL902/RL903 finding names it (a file-level RL902, an import failure, counts as one model).
 """
 
@@ -45,6 +46,8 @@ def run_one(path: Path, out: Path, timeout: int) -> dict:
 
 def tally(document: dict) -> tuple[set, dict]:
     traced = {model["name"] for model in document.get("models", []) if model["engine"].startswith("traced")}
+    # A traced model whose graph shows no stack or residual has no traced summary: the trace record says it.
+    traced |= {trace["name"] for trace in document.get("traces", []) if trace.get("traced") and trace.get("name")}
     failed = {}
     for finding in document.get("findings", []):
         if finding["code"] in ("RL902", "RL903") and finding["engine"] == "trace":

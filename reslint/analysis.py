@@ -442,7 +442,7 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
     from reslint.rules import run_rules
 
     try:
-        from reslint.trace.graph_facts import facts_from_capture
+        from reslint.trace.shared_backbone import captured_facts as facts_from_capture
     except ImportError:
         facts_from_capture = None
     outcome = TracedFile(findings=list(traced.findings), static_only=dict(traced.static_only),
@@ -466,7 +466,11 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
             continue
         if capture.model_name in getattr(traced, "depths", {}):
             restore_depth(facts, traced.depths[capture.model_name])
-        engine = f"traced ({capture.method})"
+        if capture.reduction:
+            from reslint.trace.config_reduction import restore_depths
+
+            restore_depths(facts, capture.reduction)
+        engine = f"traced ({capture.method}{', reduced config' if capture.reduction else ''})"
         outcome.findings.extend(dataclasses.replace(finding, engine="trace")
                                 for finding in run_rules(facts, settings))
         for summary in facts.model_summaries():

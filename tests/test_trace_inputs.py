@@ -230,3 +230,34 @@ def test_frame_major_features_are_the_next_candidate():
         (2, 80, 64),  # (batch, mel bins, frames): Whisper's layout
         (2, 64, 160),  # (batch, frames, features): what the feature projection of Wav2Vec2-BERT takes
     ]
+
+
+def test_forecasters_get_their_context_window_time_features_and_decoder_window():
+    # context 16 + the largest lag 7; future values and time features for the decoder's 16 steps
+    shapes = hf_inputs("TimeSeriesTransformerForPrediction", "TimeSeriesTransformerConfig", prediction_length=16,
+                       num_time_features=2, num_static_categorical_features=1, cardinality=[5], d_model=32,
+                       encoder_layers=1, decoder_layers=1)
+    assert shapes == {"past_values": (2, 23), "past_time_features": (2, 23, 2), "past_observed_mask": (2, 23),
+                      "static_categorical_features": (2, 1), "future_values": (2, 16),
+                      "future_time_features": (2, 16, 2)}
+
+
+def test_patch_forecasters_get_their_channels_and_no_lags():
+    assert hf_inputs("PatchTSMixerForRegression", "PatchTSMixerConfig", context_length=32, num_input_channels=3,
+                     patch_length=8, patch_stride=8, d_model=16, num_layers=1) == {"past_values": (2, 32, 3)}
+
+
+def test_decision_transformers_get_a_trajectory():
+    assert hf_inputs("DecisionTransformerModel", "DecisionTransformerConfig", state_dim=5, act_dim=3, max_ep_len=50,
+                     hidden_size=32, n_layer=1, n_head=2) == {
+        "states": (2, 16, 5), "actions": (2, 16, 3), "rewards": (2, 16, 1), "returns_to_go": (2, 16, 1),
+        "timesteps": (2, 16), "attention_mask": (2, 16)}
+
+
+def test_keypoint_matchers_get_a_pair_of_images():
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = transformers.SuperGlueForKeypointMatching(transformers.SuperGlueConfig())
+    inputs = infer_inputs(model, "meta")
+    assert {key: tuple(value.shape) for key, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)} == {
+        "pixel_values": (2, 2, 3, 224, 224)}

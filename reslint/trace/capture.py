@@ -45,6 +45,9 @@ class Capture:
     exported: Any = None  # the ExportedProgram for export/draft_export
     inputs: str = ""  # description of the example inputs
     shape_error: tuple[str, str] | None = None  # (node name, one-line message) where fx shape propagation raised
+    reduction: list = field(default_factory=list)  # (config field, before, after): the config was shrunk to trace
+    backbone: Any = None  # the Capture of the backbone this head was traced with replayed (shared_backbone)
+    facts: Any = None  # this capture's FileFacts, once computed (a backbone's, shared by its heads)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from reslint.findings import Finding
 from reslint.settings import Settings
 from reslint.trace.loader import ImportFailed, TraceTimeout, loaded_module
 
+SHARE_BACKBONES = True  # trace a backbone once for the heads built on it (shared_backbone)
 DEFAULT_TIMEOUT = 60.0  # seconds per file (import, build and trace its models) when --timeout is not given
 # A forward, or a class whose base looks like a module or a transformers model (`LlamaForCausalLM`, `BertModel`).
 MODULE_HINT = re.compile(r"\bdef\s+forward\s*\(|^\s*class\s+\w+\s*\([^)]*(?:Module|(?<!Base)Model|For[A-Z]\w*)\b",
@@ -202,6 +203,7 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
             result.findings.append(Finding("RL903", message, path, spec.line, 1, symbol=spec.name, engine="trace"))
             result.untraced(spec.name, spec.line, f"timed out after {seconds_text(timeout)}")
     kept = outermost(built)
+    from reslint.trace.shared_backbone import backbone_links
     inner = {type(sub) for item in built for name, sub in item.model.named_modules() if name}
     for spec, error in failed:
         if spec.origin in ("discovered", "site") and spec.cls in inner:
@@ -226,12 +228,64 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
         result.findings.append(Finding("RL902", message, path, error.line, 1, symbol=spec.name, engine="trace",
                                        severity=severity))
         result.untraced(spec.name, spec.line, f"build failed ({error.message})")
+    links = backbone_links(kept, built) if SHARE_BACKBONES else {}
+    backbones: dict[int, Any] = {}  # id(backbone item) -> its Capture, or None when it cannot stand for heads
     for item in kept:
+        link = links.get(id(item))
+        if link is not None:
+            attribute, backbone = link
+            if id(backbone) not in backbones:
+                backbones[id(backbone)] = trace_backbone(backbone, module, path, real, timeout, deadline)
+            if backbones[id(backbone)] is not None and trace_with_backbone(
+                    item, attribute, backbones[id(backbone)], module, path, real, timeout, deadline, result):
+                continue
         trace_one(item, module, path, real, timeout, deadline, result)
 
 
+def trace_backbone(backbone: Any, module: Any, path: str, real: str, timeout: float, deadline: float) -> Any:
+    """The backbone's Capture when its facts can stand for its heads' (see shared_backbone), else None."""
+    from reslint.trace.graph_facts import facts_from_capture
+    from reslint.trace.shared_backbone import reusable
+
+    scratch = TraceResult()
+    trace_one(backbone, module, path, real, timeout, deadline, scratch)
+    if not scratch.captures or scratch.captures[0].shape_error is not None:
+        return None
+    capture = scratch.captures[0]
+    try:
+        capture.facts = facts_from_capture(capture, path)
+    except Exception:  # noqa: BLE001 - a graph we cannot read: the heads are traced in full
+        return None
+    return capture if reusable(capture.facts) else None
+
+
+def trace_with_backbone(item: Any, attribute: str, backbone: Any, module: Any, path: str, real: str,
+                        timeout: float, deadline: float, result: TraceResult) -> bool:
+    """Trace a head with its backbone replayed; False (nothing recorded) when that capture fails."""
+    from reslint.trace.shared_backbone import make_replay
+
+    original = getattr(item.model, attribute)
+    scratch = TraceResult()
+    setattr(item.model, attribute, make_replay(original))
+    try:
+        trace_one(item, module, path, real, timeout, deadline, scratch, cpu_fallback=False)
+    finally:
+        setattr(item.model, attribute, original)
+    if not scratch.captures or scratch.captures[0].method != "export":
+        return False
+    capture = scratch.captures[0]
+    capture.model = item.model
+    capture.backbone = backbone
+    capture.notes.append(f"the backbone {backbone.model_name} (self.{attribute}) was traced once for the heads "
+                         "built on it; this graph holds the head's own layers")
+    result.captures.append(capture)
+    result.lines[item.spec.name] = item.spec.line
+    return True
+
+
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
-              result: TraceResult) -> None:
+              result: TraceResult, cpu_fallback: bool = True) -> None:
+    from reslint.trace.config_reduction import reduction_note
     from reslint.trace.inputs import candidate_inputs, from_text, infer_candidates
     from reslint.trace.models import evaluation_namespace, parameter_count
 
@@ -255,10 +309,14 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, dead
     from reslint.isolation import report_stage
 
     report_stage(f"tracing {spec.name}", spec.line, spec.name)
-    small = parameter_count(model) <= _max_cpu_parameters()
+    small = cpu_fallback and parameter_count(model) <= _max_cpu_parameters()
+    reduced = reduction_note(spec.reduction)
+    before = len(result.captures)
     capture_one(model, lambda: make_inputs(model, item.device), name=spec.name, line=spec.line, path=path, real=real,
-                result=result, cpu_variant=cpu_variant if small else None, notes=item.notes,
+                result=result, cpu_variant=cpu_variant if small else None, notes=[*item.notes, *filter(None, [reduced])],
                 deadline=deadline, timeout=timeout, inferred=not spec.inputs)
+    for capture in result.captures[before:]:
+        capture.reduction = list(spec.reduction)
 
 
 def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: int, path: str, real: str,

@@ -150,6 +150,8 @@ class GraphFacts:
             for user in node.users:
                 if user.op == "output":
                     reached_end = True
+                elif self.graph.ops[user] == "type_as" and user.args[0] is not node:
+                    continue  # `normed.type_as(x)`: x gives only its dtype
                 elif self.graph.ops[user] not in SHAPE_ONLY_OPS:
                     pending.append(user)
         if reached_end:

@@ -201,6 +201,8 @@ def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[Tensor
     if main in ("pixel_values", "pixel_values_videos", "images"):
         channels = integer(config_value(config, "num_channels", "in_channels", "in_chans", "input_channels"), 3)
         height, width = image_size(config)
+        if is_head(model, "ForKeypointMatching"):  # a pair of images: (batch, 2, channels, height, width)
+            return [TensorSpec("float32", (batch, 2, channels, height, width), name=main)]
         frames = config_value(config, "num_frames")
         if isinstance(frames, int) and frames > 0:  # video: (batch, frames, channels, height, width)
             return [TensorSpec("float32", (batch, frames, channels, height, width), name=main)]
@@ -215,10 +217,61 @@ def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[Tensor
         positions = config_value(config, "max_source_positions")
         frames = 2 * positions if isinstance(positions, int) and 0 < positions <= 4096 else 64
         return [TensorSpec("float32", (batch, mels, frames), name=main)]
+    if main == "past_values":
+        return time_series_specs(model, config, batch)
+    if main == "states":
+        return trajectory_specs(config, batch)
     if main == "inputs_embeds":
         width = integer(config_value(config, "hidden_size", "d_model", "n_embd"), 32)
         return [TensorSpec("float32", (batch, SEQ, width), name=main)]
     return None
+
+
+def count(config: Any, name: str) -> int:
+    value = getattr(config, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def time_series_specs(model: Any, config: Any, batch: int) -> list[TensorSpec]:
+    """A forecasting model's context window (`context_length` plus the largest lag) with the time
+    features, observed mask, static features and future window its forward takes."""
+    parameters = forward_parameters(model)
+    context = count(config, "context_length") or count(config, "prediction_length") or 32
+    lags = getattr(config, "lags_sequence", None)
+    past = context + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0)
+    width = integer(config_value(config, "input_size", "num_input_channels"), 1)
+    univariate = width == 1 and lags is not None  # lag-based models take (batch, time) for one series
+    values = (lambda length: (batch, length)) if univariate else (lambda length: (batch, length, width))
+    features = count(config, "num_time_features") + count(config, "num_dynamic_real_features")
+    specs = [TensorSpec("float32", values(past), name="past_values")]
+    if "past_time_features" in parameters:
+        specs.append(TensorSpec("float32", (batch, past, features), name="past_time_features"))
+    if "past_observed_mask" in parameters:
+        specs.append(TensorSpec("bool", values(past), name="past_observed_mask"))
+    categorical = count(config, "num_static_categorical_features")
+    if categorical and "static_categorical_features" in parameters:
+        cardinality = getattr(config, "cardinality", None) or [2]
+        specs.append(TensorSpec("int64", (batch, categorical), max(1, min(cardinality)), "static_categorical_features"))
+    real = count(config, "num_static_real_features")
+    if real and "static_real_features" in parameters:
+        specs.append(TensorSpec("float32", (batch, real), name="static_real_features"))
+    prediction = count(config, "prediction_length")
+    if prediction and "future_time_features" in parameters:  # an encoder-decoder forecaster: its decoder window
+        specs.append(TensorSpec("float32", values(prediction), name="future_values"))
+        specs.append(TensorSpec("float32", (batch, prediction, features), name="future_time_features"))
+    return specs
+
+
+def trajectory_specs(config: Any, batch: int) -> list[TensorSpec]:
+    """A Decision Transformer's trajectory: states, actions, rewards, returns-to-go and timesteps."""
+    states, actions = integer(getattr(config, "state_dim", None), 17), integer(getattr(config, "act_dim", None), 4)
+    episode = integer(getattr(config, "max_ep_len", None), 1000)
+    return [TensorSpec("float32", (batch, SEQ, states), name="states"),
+            TensorSpec("float32", (batch, SEQ, actions), name="actions"),
+            TensorSpec("float32", (batch, SEQ, 1), name="rewards"),
+            TensorSpec("float32", (batch, SEQ, 1), name="returns_to_go"),
+            TensorSpec("int64", (batch, SEQ), episode, "timesteps"),
+            TensorSpec("int64", (batch, SEQ), 2, "attention_mask", fill=1)]
 
 
 def declared_dummy_inputs(model: Any) -> list[TensorSpec]:

@@ -48,6 +48,7 @@ class ModelSpec:
     reads: tuple[str, ...] = ()  # the files a site's arguments were read from (a cached result depends on them)
     notes: tuple[str, ...] = ()
     depth: int = 0  # built with fewer layers than the site asks for: its stacks have this depth
+    reduction: list = field(default_factory=list)  # (config field, before, after) of the last build
 
 
 @dataclass
@@ -218,7 +219,10 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
         if build is None:
             skipped[obj.__name__] = reason
             continue
-        specs.append(ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj))
+        spec = ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj)
+        if is_hf_model(obj) and build is not obj and no_arg_constructible(obj.config_class):
+            spec.build = reduced_builder(obj, spec)
+        specs.append(spec)
     if any(is_hf_model(spec.cls) for spec in specs):
         # A file of HF-style models: those are its models, every other module class is a part of them
         # (one a default config does not use, e.g. a hybrid embedding, is not a model of its own).
@@ -270,6 +274,17 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
         notes += (f"traced shallower, {usable.shrunk}; its stacks report the site's depth, {usable.depth}",)
     return ModelSpec(cls.__name__, line, lambda: eval(usable.expr, namespace), cls=cls, origin="site", site=where,
                      reads=reads, notes=notes, depth=usable.depth)
+
+
+def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
+    """`cls(config)` from the class's default config shrunk for tracing (see config_reduction)."""
+    from reslint.trace.config_reduction import tracing_config
+
+    def build() -> Any:
+        config, spec.reduction = tracing_config(cls.config_class)
+        return cls(config)
+
+    return build
 
 
 def is_hf_model(cls: type | None) -> bool:
@@ -365,6 +380,8 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
         raise
     except BaseException as meta_error:  # noqa: BLE001 - user code; SystemExit included
         try:
+            if not meta_may_explain(meta_error):
+                raise meta_error
             model = spec.build()
             device = "cpu"
             notes.append(f"built on CPU: meta construction failed ({one_line(meta_error)})")
@@ -376,11 +393,30 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
                               crashed_in(error, path)) from None
     if not isinstance(model, torch.nn.Module):
         raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
+    if device == "meta" and off_meta(model):
+        # `torch.FloatTensor(...)` and friends ignore the device context (XLNet's attention weights):
+        # one graph cannot mix devices, and on meta only the shapes matter.
+        model.to("meta")
     if spec.origin == "factory" and spec.cls is None:
         spec.name = type(model).__name__
         spec.line = class_line(type(model), path)
     model.eval()
     return BuiltModel(spec, model, device, notes)
+
+
+def meta_may_explain(error: BaseException) -> bool:
+    """Whether a failure to build on meta may be the meta device's (`.item()` on a meta tensor), so
+    a CPU build may succeed. A config field that is missing or None fails on CPU too, after building
+    real weights for seconds or minutes (and, for a large default config, memory)."""
+    if isinstance(error, (AttributeError, KeyError, ValueError, TypeError, AssertionError, ImportError)):
+        return "meta" in str(error).lower()
+    return True
+
+
+def off_meta(model: Any) -> bool:
+    """Whether a model built under the meta device holds some tensors on another device."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return any(tensor.device.type != "meta" for tensor in tensors) and any(t.device.type == "meta" for t in tensors)
 
 
 def outermost(built: list[BuiltModel]) -> list[BuiltModel]:

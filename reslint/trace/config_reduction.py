@@ -1,0 +1,166 @@
+"""Shrink a transformers config before a discovered model is built for tracing.
+
+A default config can describe a 60-layer, 256-expert model: its graph takes minutes to export
+(or its CPU fallback runs out of memory), though every block of a stack is built from the same
+code. Tracing a few blocks gives the same placement facts, so discovered transformers models are
+built with at most `KEEP_LAYERS` blocks per stack (more where the config lists per-layer types:
+the first blocks that show every type) and a few experts. The stack depths the rules read are
+put back to the config's own counts, and the summary says that the config was reduced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEEP_LAYERS = 2  # two blocks, so a stack is still a stack (placement, mixed blocks, final norm)
+KEEP_EXPERTS = 4
+LAYER_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+                "num_encoder_layers", "num_decoder_layers")
+EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
+EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
+MAX_LAYER_TYPES = 4
+PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
+
+
+def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]:
+    """The class's default config, shrunk, and what was changed. A forecasting config without a
+    `prediction_length` (its models cannot be built) gets a short one: the derived context follows."""
+    config, changes = config_class(), []
+    if hasattr(config, "prediction_length") and config.prediction_length is None:
+        try:
+            config = config_class(prediction_length=PREDICTION_LENGTH)
+            changes.append(("prediction_length", None, PREDICTION_LENGTH))
+        except Exception:  # noqa: BLE001 - a config that rejects it: build the default, as before
+            pass
+    heads = getattr(config, "num_attention_heads", None)
+    # Documented as "defaults to num_attention_heads when None"; some configs leave it None (Nemotron).
+    if hasattr(config, "num_key_value_heads") and config.num_key_value_heads is None and isinstance(heads, int) \
+            and assign(config, "num_key_value_heads", heads):
+        changes.append(("num_key_value_heads", None, heads))
+    return config, changes + reduce_config(config)
+
+
+def reduce_config(config: Any) -> list[tuple[str, int, int]]:
+    """Shrink `config` in place; the changes as (field, before, after), first reduced first."""
+    changes: list[tuple[str, int, int]] = []
+    used: set[int] = set()
+    for prefix, holder in config_holders(config):
+        for name in LAYER_FIELDS:
+            before = getattr(holder, name, None)
+            if not is_count(before):
+                continue
+            keep = layers_to_keep(holder, before)
+            # Each reduced count distinct, so the depth of a traced stack maps back to one field.
+            while keep in used and keep < before:
+                keep += 1
+            if keep >= before or not assign(holder, name, keep):
+                continue
+            used.add(keep)
+            truncate_per_layer_lists(holder, before, keep)
+            changes.append((prefix + name, before, keep))
+        changes.extend((prefix + name, before, after) for name, before, after in reduce_experts(holder))
+    return changes
+
+
+def config_holders(config: Any, prefix: str = "", seen: set | None = None) -> list[tuple[str, Any]]:
+    """The config and its sub-configs (`text_config`, `vision_config`, ...), each with its dotted prefix."""
+    seen = set() if seen is None else seen
+    if id(config) in seen:
+        return []
+    seen.add(id(config))
+    holders = [(prefix, config)]
+    for name, value in sorted(vars(config).items()):
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and not isinstance(value, type):
+            holders.extend(config_holders(value, f"{prefix}{name}.", seen))
+    return holders
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > KEEP_LAYERS
+
+
+def per_layer_lists(holder: Any, count: int, derived: bool = False) -> dict[str, list]:
+    """Config fields with one scalar per layer (`layer_types`, `mlp_only_layers` as flags, ...); with
+    `derived`, also properties computed from the count (Jamba's `layers_block_type`)."""
+    values = dict(vars(holder))
+    if derived:
+        for name in dir(type(holder)):
+            if "layer" in name and isinstance(getattr(type(holder), name, None), property):
+                try:
+                    values[name] = getattr(holder, name)
+                except Exception:  # noqa: BLE001 - a property of the checked code
+                    continue
+    return {name: list(value) for name, value in values.items()
+            if isinstance(value, (list, tuple)) and len(value) == count
+            and all(isinstance(item, (str, int, float, bool)) for item in value)}
+
+
+def layers_to_keep(holder: Any, count: int) -> int:
+    """KEEP_LAYERS, or the shortest prefix of the layers that shows every per-layer type."""
+    keep = KEEP_LAYERS
+    dense = getattr(holder, "first_k_dense_replace", None)  # DeepSeek: the first k blocks are dense, then MoE
+    if isinstance(dense, int) and not isinstance(dense, bool) and 0 < dense < count:
+        keep = max(keep, dense + 1)
+    for values in per_layer_lists(holder, count, derived=True).values():
+        distinct = set(values)
+        if len(distinct) > MAX_LAYER_TYPES:  # per-layer indices (`kv_source_layers`), not types
+            continue
+        seen: set = set()
+        for index, value in enumerate(values):
+            seen.add(value)
+            if seen == distinct:
+                keep = max(keep, index + 1)
+                break
+    return keep
+
+
+def truncate_per_layer_lists(holder: Any, before: int, after: int) -> None:
+    for name, values in per_layer_lists(holder, before).items():
+        assign(holder, name, type(getattr(holder, name))(values[:after]))
+
+
+def reduce_experts(holder: Any) -> list[tuple[str, int, int]]:
+    changes = []
+    top_k = max([value for name in TOP_K_FIELDS if isinstance(value := getattr(holder, name, None), int)] or [1])
+    keep = max(KEEP_EXPERTS, top_k)
+    for name in EXPERT_FIELDS:
+        before = getattr(holder, name, None)
+        if isinstance(before, int) and not isinstance(before, bool) and before > keep and assign(holder, name, keep):
+            changes.append((name, before, keep))
+    if changes:
+        # Grouped routing (DeepSeek) picks groups of experts: one group holds the few that are left.
+        for name in EXPERT_GROUP_FIELDS:
+            if isinstance(getattr(holder, name, None), int):
+                assign(holder, name, 1)
+    return changes
+
+
+def assign(holder: Any, name: str, value: Any) -> bool:
+    try:
+        setattr(holder, name, value)
+    except Exception:  # noqa: BLE001 - a config that validates its fields: keep its own value
+        return False
+    return getattr(holder, name, None) == value
+
+
+def reduction_note(changes: list[tuple[str, int, int]]) -> str:
+    """`config reduced for tracing: num_hidden_layers 48 -> 2, num_experts 128 -> 4` ("" for none)."""
+    if not changes:
+        return ""
+    return "config reduced for tracing: " + ", ".join(f"{name} {before} -> {after}" for name, before, after in changes)
+
+
+def original_depths(changes: list[tuple[str, int, int]]) -> dict[int, int]:
+    """Reduced layer count -> the config's own count, for the layer fields only."""
+    return {after: before for name, before, after in changes if name.rsplit(".", 1)[-1] in LAYER_FIELDS}
+
+
+def restore_depths(facts: Any, changes: list[tuple[str, int, int]]) -> None:
+    """Give the traced stacks of a reduced model the depth its own config builds (RL104 reads it)."""
+    import dataclasses
+
+    depths = original_depths(changes)
+    for key, stack in list(facts.stacks.items()):
+        if stack.depth in depths:
+            facts.stacks[key] = dataclasses.replace(stack, depth=depths[stack.depth])
