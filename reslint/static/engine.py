@@ -8,6 +8,8 @@ file's free functions as norms (RL401 on `def fast_layer_norm(x, ...)` where it 
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 
 import libcst as cst
@@ -35,6 +37,8 @@ FFN_CONTAINER_HINTS = ("mlp[", "ffn[", "ff[", "feed_forward[", "fc[")
 LOW_RANK_HINTS = ("lora", "adapter", "bottleneck", "low_rank", "lowrank")
 NOT_FFN_OWNERS = ("attention", "projector", "embed", "head", "classifier", "scaler", "pooler")
 STATISTIC_WORDS = ("var", "std", "mean", "rsqrt", "pow")  # a free function without any of them computes no norm
+# An affine parameter shaped to broadcast over channels-first maps: `torch.ones(1, dim, 1, 1)`, `[1, C, 1, 1]`.
+CHANNEL_PARAMETER_SHAPE = re.compile(r"[(\[]1,[A-Za-z_][\w.]*,1(,1)?[)\]]")
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
@@ -348,7 +352,9 @@ class StaticExtractor:
             yield spec, ""
         elif spec.kind == "builtin" and spec.name in BUILTIN_STACKS:
             layer = self._builtin_stack_layer(info, spec)
-            if layer is not None:
+            # A project's own layer class in torch's stack (timm's TransformerDecoderLayerOptimal) is
+            # checked through its own forward, not as torch's layer.
+            if layer is not None and layer.kind == "builtin" and layer.name in BUILTIN_LAYERS:
                 yield layer, f"{info.name}.{spec.attr}"
         elif spec.kind == "builtin" and spec.name == "Transformer":
             yield spec, ""
@@ -401,8 +407,13 @@ class StaticExtractor:
                     layer = self._builtin_stack_layer(info, spec)
                     if layer is None:
                         continue
-                    builtin_placement = self._builtin_placement(layer) or "unknown"
-                    block_classes = (f"nn.{layer.name}",)
+                    if layer.kind == "builtin":
+                        builtin_placement = self._builtin_placement(layer) or "unknown"
+                        block_classes = (f"nn.{layer.name}",)
+                    else:  # the project's own layer class: its placement is its forward's
+                        block_classes = (layer.name,)
+                        own = [fact for fact in self.facts.residuals if fact.block == layer.name]
+                        builtin_placement = combined_placement(own) if own else "unknown"
                     depth = self.index.fold_int(info, spec.arg(1, "num_layers"))
                     has_norm = spec.arg(2, "norm")
                     final = has_norm is not None and not (isinstance(has_norm, cst.Name) and has_norm.value == "None")
@@ -562,7 +573,8 @@ class StaticExtractor:
         if info is None:
             return False
         text = "".join(self.positions.code(info.node).split())
-        return "[:,None,None]" in text or "2d" in owner.lower() or "channels_first" in text
+        return ("[:,None,None]" in text or "2d" in owner.lower() or "channels_first" in text
+                or CHANNEL_PARAMETER_SHAPE.search(text) is not None)
 
     # ----- FFN chains --------------------------------------------------------------------------
 
