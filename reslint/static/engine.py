@@ -17,6 +17,7 @@ import libcst as cst
 from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
 from reslint.placement import combined_placement
 from reslint.static import torch_api
+from reslint.static.walk import walk
 from itertools import product
 
 from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
@@ -449,8 +450,11 @@ class StaticExtractor:
                 for inner in iter_specs(spec):
                     if inner.kind == "builtin" and inner.name in torch_api.SEQUENCE_MODULES:
                         markers.append(torch_api.SEQUENCE_MODULES[inner.name])
-        graph = self.graphs.get(info.name)
-        if graph is not None:
+        # The model's own graph, and those of the classes it builds whose forward it reaches only through
+        # a wrapper the graph does not inline (`self.attn = PreNorm(dim, Attention(...))`).
+        for graph in (self.graphs.get(name) for name in sorted(classes)):
+            if graph is None:
+                continue
             for node in graph.nodes:
                 if node.info.get("attention"):
                     markers.append(f"attention ({node.info.get('name') or 'scaled_dot_product_attention'})")
@@ -502,12 +506,30 @@ class StaticExtractor:
                 if base in self.index.classes and base not in seen:
                     seen.add(base)
                     pending.append(self.index.classes[base])
-            for spec in current.submodules.values():
-                for inner in iter_specs(spec):
-                    if inner.kind == "local" and inner.name not in seen and inner.name in self.index.classes:
-                        seen.add(inner.name)
-                        pending.append(self.index.classes[inner.name])
+            built = {inner.name for spec in current.submodules.values() for inner in iter_specs(spec)
+                     if inner.kind == "local"} | self._built_in_init(current)
+            for name in sorted(built):
+                if name not in seen and name in self.index.classes:
+                    seen.add(name)
+                    pending.append(self.index.classes[name])
         return seen
+
+    def _built_in_init(self, info: ClassInfo) -> set[str]:
+        """The file's classes an `__init__` calls, wherever the result goes: `PreNorm(dim, Attention(...))`
+        wraps an Attention the submodule specs name only as an argument (lucidrains' Conformer)."""
+        init = info.methods.get("__init__")
+        if init is None:
+            return set()
+        classes = self.index.classes
+        found: set[str] = set()
+
+        class Calls:
+            def visit_Call(self, node: cst.Call) -> None:
+                if isinstance(node.func, cst.Name) and node.func.value in classes:
+                    found.add(node.func.value)
+
+        walk(init.body, Calls())
+        return found
 
     # ----- norms --------------------------------------------------------------------------------
 
