@@ -38,8 +38,9 @@ FFN_CONTAINER_HINTS = ("mlp[", "ffn[", "ff[", "feed_forward[", "fc[")
 LOW_RANK_HINTS = ("lora", "adapter", "bottleneck", "low_rank", "lowrank")
 NOT_FFN_OWNERS = ("attention", "projector", "embed", "head", "classifier", "scaler", "pooler")
 STATISTIC_WORDS = ("var", "std", "mean", "rsqrt", "pow")  # a free function without any of them computes no norm
-# An affine parameter shaped to broadcast over channels-first maps: `torch.ones(1, dim, 1, 1)`, `[1, C, 1, 1]`.
-CHANNEL_PARAMETER_SHAPE = re.compile(r"[(\[]1,[A-Za-z_][\w.]*,1(,1)?[)\]]")
+# An affine parameter shaped to broadcast over channels-first maps: `torch.ones(1, dim, 1, 1)`, `[1, C, 1, 1]`,
+# `[1, dims[0], 1, dims[1]]` (per channel and frequency, shared over time).
+CHANNEL_PARAMETER_SHAPE = re.compile(r"[(\[]1,[A-Za-z_][\w.]*(\[\d+\])?,1(,[\w.]+(\[\d+\])?)?[)\]]")
 BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
