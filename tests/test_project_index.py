@@ -166,6 +166,32 @@ def test_the_full_check_imports_a_subfolder_model_that_imports_a_package_at_the_
     assert [(model["name"], model["engine"]) for model in report["models"]] == [("Block", "traced (export)")]
 
 
+SHADOWED_PACKAGE = {
+    "shadowpkg/__init__.py": "from shadowpkg.shadowpkg import Net\n",
+    "shadowpkg/parts.py": (
+        "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def __init__(self, dim=8):\n        super().__init__()\n"
+        "        self.norm = nn.LayerNorm(dim)\n        self.ff = nn.Linear(dim, dim)\n\n    def forward(self, x):\n"
+        "        return self.norm(x + self.ff(x))\n"),
+    "shadowpkg/shadowpkg.py": (
+        "import torch.nn as nn\n\nfrom shadowpkg.parts import Block\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self, dim=8):\n        super().__init__()\n"
+        "        self.blocks = nn.ModuleList([Block(dim) for _ in range(2)])\n\n    def forward(self, x):\n"
+        "        for block in self.blocks:\n            x = block(x)\n        return x\n"),
+}
+
+
+def test_a_module_named_as_its_package_does_not_shadow_the_package(tmp_path):
+    # x-transformers' layout: site-packages/x_transformers/x_transformers.py imports x_transformers.attend,
+    # with site-packages already on sys.path; the file's own folder must not come first.
+    site = write(tmp_path / "site", SHADOWED_PACKAGE)
+    result = subprocess.run([str(RESLINT), "check", "--output-format", "json", "--exit-zero", "--no-cache", "--jobs", "1",
+                             "shadowpkg/shadowpkg.py"], cwd=site, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(site)})
+    report = json.loads(result.stdout)
+    assert report["summary"]["files_not_imported"] == 0, report["findings"]
+    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Net", "traced (export)")]
+
+
 # ----- facts across files, in both engines (fixtures/project/) ---------------------------------------
 
 POST_LN_TAIL = ("train it with learning-rate warmup (Xiong et al. 2020); Post-LN stacks deeper than about 20 layers "

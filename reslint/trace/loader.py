@@ -127,7 +127,9 @@ def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     package = module_name(path)
     name = package[0] if package else module_name_for(path)
     try:
-        sys.path[:0] = [entry for entry in entries if entry not in sys.path]
+        # In the resolver's order, ahead of what is there already: a package's parent directory that is
+        # on sys.path anyway must still come before the file's own folder, or `pkg/pkg.py` shadows `pkg`.
+        sys.path[:] = entries + [entry for entry in sys.path if entry not in entries]
         sys.argv = [path]
         try:
             if package:
