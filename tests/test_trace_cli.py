@@ -334,6 +334,38 @@ def test_reslints_own_guesses_are_info_and_the_users_factory_a_warning(tmp_path)
     assert gate.returncode == 0, gate.stdout
 
 
+KWARGS_ONLY = textwrap.dedent('''\
+    import torch.nn as nn
+
+
+    class AttentionLayers(nn.Module):
+        def __init__(self, dim, depth=2, causal=False):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(dim, dim) for _ in range(depth)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = x + layer(x)
+            return x
+
+
+    class Encoder(AttentionLayers):
+        def __init__(self, **kwargs):
+            super().__init__(causal=False, **kwargs)
+''')
+
+
+def test_a_class_taking_only_kwargs_for_a_base_that_needs_arguments_is_reslints_guess(tmp_path):
+    # x-transformers' Encoder(**kwargs) -> AttentionLayers(dim, ...): a missing argument is not a crash
+    write(tmp_path, {"layers.py": KWARGS_ONLY})
+    document = check("--jobs", "1", "layers.py", cwd=tmp_path)
+    assert [(f["line"], f["code"], f["severity"]) for f in document["findings"]] == [(17, "RL902", "info")]
+    assert document["findings"][0]["message"] == (
+        "cannot build Encoder: TypeError: AttentionLayers.__init__() missing 1 required positional argument: 'dim' "
+        "(reslint built it from its defaults; pass --model FILE:EXPR to build it yourself); static findings are "
+        "still reported")
+
+
 def test_a_factory_that_does_not_parse_is_a_usage_error(tmp_path):
     write(tmp_path, SITUATIONS)
     result = run_module("check", "--model", "factory.py:Wide(8", cwd=tmp_path)
