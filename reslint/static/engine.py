@@ -537,7 +537,7 @@ class StaticExtractor:
     def _module_norms(self, module_classes, sequence_classes: set[str]) -> list[NormOp]:
         norms = []
         for info in module_classes:
-            pooled = {id(spec) for spec in _after_linear(info)}
+            pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(self.graphs.get(info.name))
             for spec in info.submodules.values():
                 for inner in iter_specs(spec):
                     if inner.kind != "builtin" or inner.name not in torch_api.NORM_MODULES:
@@ -785,6 +785,27 @@ def _after_linear(info: ClassInfo):
                 if before.kind == "builtin" and before.name == "Linear" and after.kind == "builtin" \
                         and after.name in ("BatchNorm1d", "LazyBatchNorm1d", "SyncBatchNorm"):
                     yield after
+
+
+def _feeding_linear(graph: Graph | None) -> set[int]:
+    """ids of the BatchNorm1d specs whose output goes straight into nn.Linear (LeViT's classifier head,
+    `self.linear(self.batch_norm(pooled))`): BatchNorm1d normalises axis 1 and Linear reads the last, so
+    the two fit only on (batch, features) vectors, pooled; no positions enter the statistics."""
+    if graph is None:
+        return set()
+    users: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        for source in node.inputs:
+            users.setdefault(id(source), []).append(node)
+    found: dict[int, bool] = {}
+    for node in graph.nodes:
+        spec = node.info.get("spec")
+        if node.op != "norm" or spec is None or getattr(spec, "name", "") not in ("BatchNorm1d", "LazyBatchNorm1d"):
+            continue
+        readers = users.get(id(node), [])
+        fits = bool(readers) and all(_is_linear(reader) for reader in readers)
+        found[id(spec)] = found.get(id(spec), True) and fits
+    return {key for key, fits in found.items() if fits}
 
 
 def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
