@@ -460,24 +460,28 @@ class ProjectIndex:
                              if (module := self._submodule(found[1] / "__init__.py", name)) is not None)
         return list(dict.fromkeys(files))
 
-    def construction_sites(self, path: str | os.PathLike, class_name: str) -> list[ConstructionSite]:
+    def construction_sites(self, path: str | os.PathLike, class_name: str,
+                           references: bool = False) -> list[ConstructionSite]:
         """Every call in the project of the class (or function) `class_name` defined in `path`, in its own
         file too (`__main__` blocks, factories): `Name(...)` after `from module import Name [as Alias]`,
         `module.Name(...)` after `import module` or `from package import module`. Found by name, then
-        confirmed through the caller's imports (a same-named class elsewhere does not count)."""
+        confirmed through the caller's imports (a same-named class elsewhere does not count).
+        `references`: also where a class's `__init__` or a function names it without calling it
+        (`layer = ConvolutionModule`, called later through `layer`): see `references_of`."""
         target = Path(os.path.abspath(path))
+        collect = references_of if references else calls_of
         sites = []
         for candidate in self.python_files():
             if candidate == target:
                 tree = self.syntax_tree(target)
-                sites.extend(calls_of(target, tree, {class_name}, set(), class_name) if tree is not None else ())
+                sites.extend(collect(target, tree, {class_name}, set(), class_name) if tree is not None else ())
                 continue
             if class_name not in self.imported_words(candidate) and target.stem not in self.imported_words(candidate):
                 continue
             names, modules = self._bindings(candidate, target, class_name)
             tree = self.syntax_tree(candidate) if names or modules else None
             if tree is not None:
-                sites.extend(calls_of(candidate, tree, names, modules, class_name))
+                sites.extend(collect(candidate, tree, names, modules, class_name))
         return sites
 
     def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
@@ -515,6 +519,31 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
                     isinstance(func, ast.Attribute) and func.attr == attribute and isinstance(func.value, ast.Name)
                     and func.value.id in modules):
                 sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
+    return sites
+
+
+def references_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
+                  attribute: str) -> list[ConstructionSite]:
+    """`calls_of`, and the places a class's `__init__` or a top-level function names `names` (or
+    `module.attribute`) without calling them: espnet's Conformer encoder picks
+    `convolution_layer = ConvolutionModule` and calls `convolution_layer(*args)` in a lambda."""
+    sites = calls_of(path, tree, names, modules, attribute)
+    called = {(site.line, site.scope) for site in sites}
+    for statement in tree.body:
+        if isinstance(statement, ast.ClassDef):
+            bodies = [item for item in statement.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"]
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bodies = [statement]
+        else:
+            continue
+        for node in (node for body in bodies for node in ast.walk(body)):
+            named = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names
+            if named or (isinstance(node, ast.Attribute) and node.attr == attribute and isinstance(node.value, ast.Name)
+                         and node.value.id in modules):
+                if (node.lineno, statement.name) not in called:
+                    called.add((node.lineno, statement.name))
+                    sites.append(ConstructionSite(path, node.lineno, statement.name,
+                                                  isinstance(statement, ast.ClassDef)))
     return sites
 
 

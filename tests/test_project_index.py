@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -130,6 +131,23 @@ def test_construction_sites_are_confirmed_through_the_callers_imports(tmp_path):
                                          ("main.py", 5, "build", False)]
 
 
+def test_references_count_where_an_init_or_a_function_names_the_class(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "conv.py": "class ConvModule:\n    pass\n",
+        "encoder.py": "from conv import ConvModule\n\n\nclass Encoder:\n    def __init__(self):\n"
+                      "        layer = ConvModule\n        self.convs = [layer() for _ in range(2)]\n\n"
+                      "    def forward(self, x):\n        return isinstance(x, ConvModule)\n",
+        "factory.py": "import conv\n\n\ndef pick():\n    return conv.ConvModule\n",
+    })
+    index = ProjectIndex.for_file(tmp_path / "conv.py")
+    sites = index.construction_sites(tmp_path / "conv.py", "ConvModule", references=True)
+    # espnet's `convolution_layer = ConvolutionModule` builds it; a forward's isinstance test does not.
+    assert sorted((site.path.relative_to(tmp_path).as_posix(), site.line, site.scope, site.scope_is_class)
+                  for site in sites) == [("encoder.py", 6, "Encoder", True), ("factory.py", 5, "pick", False)]
+    assert index.construction_sites(tmp_path / "conv.py", "ConvModule") == []
+
+
 # ----- the trace loader puts the project root on sys.path ------------------------------------------
 
 REPO_MODEL = '''\
@@ -196,9 +214,16 @@ def test_a_module_named_as_its_package_does_not_shadow_the_package(tmp_path):
 
 POST_LN_TAIL = ("train it with learning-rate warmup (Xiong et al. 2020); Post-LN stacks deeper than about 20 layers "
                 "diverge without DeepNorm-style scaling; Pre-LN needs neither")
-SEQUENCE_BATCHNORM = ("BatchNorm1d in `ConvModule`, part of a sequence model (attention (nn.MultiheadAttention)): its "
-                      "statistics mix samples and positions of the batch and padding, and differ between training and "
-                      "inference; use nn.LayerNorm or nn.RMSNorm over the feature dimension")
+
+
+def sequence_batchnorm(owner: str = "ConvModule", why: str = "attention (nn.MultiheadAttention)") -> str:
+    return (f"BatchNorm1d in `{owner}`, part of a sequence model ({why}): its statistics mix samples and positions "
+            "of the batch and padding, and differ between training and inference; use nn.LayerNorm or nn.RMSNorm "
+            "over the feature dimension")
+
+
+SEQUENCE_BATCHNORM = sequence_batchnorm()
+HAND_WRITTEN_ATTENTION = "attention (softmax over q @ k)"
 NO_FINAL_NORM = ("the Pre-LN stack `self.layers` of `Encoder` feeds the head/output without a final norm: in Pre-LN "
                  "the residual stream is never normalised and grows with depth; add a final LayerNorm/RMSNorm after "
                  "the last block (as GPT-2's ln_f)")
@@ -215,6 +240,12 @@ STATIC_FINDINGS = [
     ("enum_flag/layer.py", 16, "RL101", f"`Layer` uses Post-LN: the norm follows `x + self.mlp(x)`; {POST_LN_TAIL}"),
     ("helper_stack/model.py", 22, "RL103", NO_FINAL_NORM),
     ("norm_subclass_missing/model.py", 23, "RL103", NO_FINAL_NORM),
+    # RL201 with the sequence model in other files: the encoder naming the class, its attention in a third file
+    # (espnet); the attention imported through a package (fairseq); a factory and a block between (three files up).
+    ("rl201_conformer_encoder/convolution.py", 13, "RL201", sequence_batchnorm("ConvolutionModule", HAND_WRITTEN_ATTENTION)),
+    ("rl201_conformer_factory/conv.py", 13, "RL201", SEQUENCE_BATCHNORM),
+    ("rl201_conformer_layer/conformer_layer.py", 17, "RL201",
+     sequence_batchnorm("ConvolutionModule", HAND_WRITTEN_ATTENTION)),
     ("norm_function/pkg/functional.py", 8, "RL401",
      "hand-written LayerNorm in `fast_layer_norm` uses the unbiased variance (divides by n - 1), unlike nn.LayerNorm: "
      "pass unbiased=False (or correction=0)"),
@@ -225,9 +256,10 @@ TRACED_FINDINGS = [
     ("builtin_base/model.py", 13, "RL101",
      f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
+    ("rl201_conformer_factory/conformer.py", 11, "RL201", SEQUENCE_BATCHNORM),
 ]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
-# helper_stack_normed, norm_subclass, stats_function) must stay silent.
+# helper_stack_normed, norm_subclass, rl201_conv_in_cnn, stats_function) must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:
@@ -245,3 +277,20 @@ def test_cross_file_facts_in_the_static_check():
 
 def test_cross_file_facts_in_the_full_check():
     assert project_findings() == sorted(STATIC_FINDINGS + TRACED_FINDINGS)
+
+
+def test_a_cached_rl201_follows_the_files_that_made_the_module_part_of_a_sequence_model(tmp_path):
+    project = tmp_path / "asr"
+    shutil.copytree(REPO_ROOT / "fixtures/project/rl201_conformer_encoder", project)
+    (project / "pyproject.toml").write_text("")
+
+    def codes() -> list[tuple[str, int, str]]:
+        result = subprocess.run([str(RESLINT), "check", "--static", "--output-format", "json", "--exit-zero", "--jobs",
+                                 "1", "."], cwd=project, capture_output=True, text=True, timeout=600)
+        return [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]]
+
+    assert codes() == [("convolution.py", 13, "RL201")]
+    # The attention in attention.py is what made it a sequence model: without it, the cached finding goes.
+    attention = project / "attention.py"
+    attention.write_text(attention.read_text().replace("torch.softmax(scores, dim=-1)", "torch.sigmoid(scores)"))
+    assert codes() == []

@@ -5,9 +5,7 @@ from __future__ import annotations
 from reslint.facts import FileFacts
 from reslint.findings import Finding
 from reslint.settings import Settings
-
-# BatchNorm2d/3d normalise images and volumes (the CNN case); these variants see (batch, channels, time).
-SEQUENCE_BATCHNORMS = {"BatchNorm1d", "SyncBatchNorm", "LazyBatchNorm1d", "batch_norm"}
+from reslint.static.torch_api import SEQUENCE_BATCHNORMS
 
 
 def check(facts: FileFacts, settings: Settings):

@@ -26,6 +26,7 @@ from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
+from reslint.static.sequence_context import markers_elsewhere
 from reslint.static.stream_end import VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm, loaded_classes, reached_into, stream_end
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
@@ -249,8 +250,10 @@ class StaticExtractor:
         sequence_classes = set()
         for info in outermost:
             model = self._model_facts(info)
-            if not model.sequence_markers and self._builds_batchnorm(model.classes):
-                model = replace(model, sequence_markers=self._markers_of_builders(info.name))
+            if not model.sequence_markers and self.builders and self._builds_sequence_batchnorm(model.classes):
+                markers, reads = markers_elsewhere(self.index, self.source_path, model, extract_facts)
+                self.facts.reads.extend(path for path in reads if path not in self.facts.reads)
+                model = replace(model, sequence_markers=markers)
             self.facts.models.append(model)
             if model.sequence_markers:
                 sequence_classes.update(model.classes)
@@ -473,30 +476,9 @@ class StaticExtractor:
                           sequence_markers=tuple(dict.fromkeys(markers)), classes=tuple(sorted(classes)),
                           stacks=stacks, placement=placement)
 
-    def _builds_batchnorm(self, classes) -> bool:
-        return any(inner.kind == "builtin" and "BatchNorm" in inner.name for name in classes
+    def _builds_sequence_batchnorm(self, classes) -> bool:
+        return any(inner.kind == "builtin" and inner.name in torch_api.SEQUENCE_BATCHNORMS for name in classes
                    for spec in self.index.classes[name].submodules.values() for inner in iter_specs(spec))
-
-    def _markers_of_builders(self, name: str) -> tuple[str, ...]:
-        """The sequence markers of the models in other project files that build class `name` (a Conformer's
-        convolution module lives in its own file; the attention that makes it a sequence model in another)."""
-        if not self.builders:
-            return ()
-        from reslint.project_index import ProjectIndex, project_path
-
-        project = ProjectIndex.for_file(self.source_path)
-        markers: list[str] = []
-        for site in project.construction_sites(self.source_path, name):
-            if not site.scope_is_class or site.path == project_path(self.source_path):
-                continue  # this file's own classes are in the model's closure already
-            facts = project.static_facts(site.path, extract_facts, type(self.index))
-            if facts is None:
-                continue
-            self.facts.reads.append(str(site.path))
-            for model in facts.models:
-                if site.scope in model.classes:
-                    markers.extend(model.sequence_markers)
-        return tuple(dict.fromkeys(markers))
 
     def _closure(self, info: ClassInfo) -> set[str]:
         seen = {info.name}

@@ -48,6 +48,8 @@ SEQUENCE_MODULES = {
     "LSTMCell": "an RNN (nn.LSTMCell)",
     "GRUCell": "an RNN (nn.GRUCell)",
 }
+# BatchNorm2d/3d normalise images and volumes (the CNN case); these variants see (batch, channels, time) (RL201).
+SEQUENCE_BATCHNORMS = {"BatchNorm1d", "SyncBatchNorm", "LazyBatchNorm1d", "batch_norm"}
 DROPOUT_MODULES = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"}
 ACTIVATION_MODULES = {
     "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "LeakyReLU", "ELU",

@@ -1,0 +1,128 @@
+"""Sequence evidence from other project files, for a model with a BatchNorm over (batch, channels, time) (RL201).
+
+A Conformer's convolution module is a sequence model's part only through the classes around it, and
+projects spread those over files. Asked of a model of the checked file that has no sequence marker of
+its own and builds such a BatchNorm (never of CNNs: BatchNorm2d is not asked about), in two directions:
+
+- down: the project classes of other files that the model's classes name in `__init__` (fairseq's
+  ConformerEncoderLayer builds ESPNETMultiHeadedAttention, defined in espnet_multihead_attention.py);
+- up: the classes of other files that build the model, called or named in their `__init__`
+  (espnet's conformer Encoder: `convolution_layer = ConvolutionModule`, called inside `repeat(...)`),
+  through factory functions and builders of builders, with the markers of their own files and down
+  from them (that Encoder's attention is defined in a third file).
+
+A class counts with the markers of the model its file builds it into (another file's facts, read
+through the project index, never by importing the project).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+from reslint.project_index import ProjectIndex, is_under, project_path
+from reslint.static.walk import walk
+
+MAX_BUILDER_LEVELS = 3  # builders (or factories) of builders followed up
+MAX_BUILT_LEVELS = 2  # imported classes of imported classes followed down
+
+
+def markers_elsewhere(index, source_path: str, model, extract_facts) -> tuple[tuple[str, ...], list[str]]:
+    """(sequence markers, files read) for `model` (the file's `ModelFacts`) from the rest of the project.
+    `extract_facts` is the static engine's, passed in: the engine sits above this module."""
+    lookup = Lookup(ProjectIndex.for_file(source_path), type(index), extract_facts)
+    here = project_path(source_path)
+    markers = lookup.built(here, index, model.classes, MAX_BUILT_LEVELS) or lookup.builders(here, model.name)
+    return tuple(dict.fromkeys(markers)), [str(path) for path in dict.fromkeys(lookup.read)]
+
+
+class Lookup:
+    def __init__(self, project: ProjectIndex, index_class, extract_facts):
+        self.project = project
+        self.index_class = index_class
+        self.extract_facts = extract_facts
+        self.read: list[Path] = []
+        self.seen_built: set[tuple[Path, str]] = set()
+
+    def facts(self, path: Path):
+        facts = self.project.static_facts(path, self.extract_facts, self.index_class)
+        if facts is not None:
+            self.read.append(path)
+        return facts
+
+    def built(self, path: Path, index, classes, levels: int) -> list[str]:
+        """The markers of the project classes of other files that `classes` (of `index`, the file at `path`)
+        name in `__init__`: each one's own model there, and, `levels` deep, what that model builds in turn."""
+        markers: list[str] = []
+        for dotted in imported_classes(index, classes):
+            resolved = self.project.resolve(path, dotted)
+            if (resolved is None or resolved[0] == path or not resolved[1] or resolved in self.seen_built
+                    or not is_under(resolved[0], self.project.root)):
+                continue
+            self.seen_built.add(resolved)
+            other = self.project.file_index(resolved[0], self.index_class)
+            info = other.classes.get(resolved[1]) if other is not None else None
+            if info is None or not other.is_module_class(info):
+                continue
+            facts = self.facts(resolved[0])
+            own = [model for model in facts.models if model.name == resolved[1]] if facts is not None else []
+            found = [marker for model in own for marker in model.sequence_markers]
+            if not found and levels > 1:
+                found = self.built(resolved[0], other, own[0].classes if own else (resolved[1],), levels - 1)
+            markers.extend(found)
+        return markers
+
+    def builders(self, path: Path, name: str) -> list[str]:
+        """The markers of the models of other files that build class `name` of `path`, level by level up to
+        the first level that has some."""
+        level = [(path, name)]
+        seen = set(level)
+        for _ in range(MAX_BUILDER_LEVELS):
+            markers: list[str] = []
+            above: list[tuple[Path, str]] = []
+            for current_path, current in level:
+                for site in self.project.construction_sites(current_path, current, references=True):
+                    if not site.scope or site.scope_is_class and site.path == current_path:
+                        continue  # module level, or the file's own classes (in the model's closure already)
+                    if not site.scope_is_class:  # a factory function: who calls it builds the class
+                        above.append((site.path, site.scope))
+                        continue
+                    facts = self.facts(site.path)
+                    other = self.project.file_index(site.path, self.index_class)
+                    for model in (facts.models if facts is not None and other is not None else ()):
+                        if site.scope not in model.classes:
+                            continue
+                        found = list(model.sequence_markers) or self.built(site.path, other, model.classes,
+                                                                           MAX_BUILT_LEVELS)
+                        markers.extend(found)
+                        if not found:
+                            above.append((site.path, model.name))
+            if markers:
+                return markers
+            level = [item for item in dict.fromkeys(above) if item not in seen]
+            seen.update(level)
+        return []
+
+
+def imported_classes(index, classes) -> list[str]:
+    """The dotted import paths of the capitalised imported names (`Attention`, `layers.Attention`) the
+    `__init__` of each of `classes` mentions, called or not; torch's own left out."""
+    found: dict[str, None] = {}
+
+    class Names:
+        def visit_Name(self, node: cst.Name) -> None:
+            dotted = index.aliases.get(node.value)
+            if dotted and node.value[:1].isupper():
+                found.setdefault(dotted)
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value in index.aliases and node.attr.value[:1].isupper():
+                found.setdefault(f"{index.aliases[node.value.value]}.{node.attr.value}")
+
+    for name in sorted(classes):
+        info = index.classes.get(name)
+        init = info.methods.get("__init__") if info is not None else None
+        if init is not None:
+            walk(init.body, Names())
+    return [dotted for dotted in found if dotted.split(".")[0] != "torch"]
