@@ -241,7 +241,9 @@ STATIC_FINDINGS = [
     ("helper_stack/model.py", 22, "RL103", NO_FINAL_NORM),
     ("norm_subclass_missing/model.py", 23, "RL103", NO_FINAL_NORM),
     # RL201 with the sequence model in other files: the encoder naming the class, its attention in a third file
-    # (espnet); the attention imported through a package (fairseq); a factory and a block between (three files up).
+    # (espnet); the attention imported through a package (fairseq); a factory and a block between (three files up);
+    # a factory handing it to a block with attention (espnet2's transducer encoder).
+    ("rl201_block_factory/conv.py", 13, "RL201", sequence_batchnorm(why=HAND_WRITTEN_ATTENTION)),
     ("rl201_conformer_encoder/convolution.py", 13, "RL201", sequence_batchnorm("ConvolutionModule", HAND_WRITTEN_ATTENTION)),
     ("rl201_conformer_factory/conv.py", 13, "RL201", SEQUENCE_BATCHNORM),
     ("rl201_conformer_layer/conformer_layer.py", 17, "RL201",

@@ -8,8 +8,10 @@ its own and builds such a BatchNorm (never of CNNs: BatchNorm2d is not asked abo
   ConformerEncoderLayer builds ESPNETMultiHeadedAttention, defined in espnet_multihead_attention.py);
 - up: the classes of other files that build the model, called or named in their `__init__`
   (espnet's conformer Encoder: `convolution_layer = ConvolutionModule`, called inside `repeat(...)`),
-  through factory functions and builders of builders, with the markers of their own files and down
-  from them (that Encoder's attention is defined in a third file).
+  with the markers of their own files and down from them (that Encoder's attention is defined in a
+  third file); through factory functions, by what they build with the class (espnet2's
+  `build_conformer_block` passes attention and the convolution module to one block) or else by who
+  calls them; and through builders of builders.
 
 A class counts with the markers of the model its file builds it into (another file's facts, read
 through the project index, never by importing the project).
@@ -33,7 +35,8 @@ def markers_elsewhere(index, source_path: str, model, extract_facts) -> tuple[tu
     `extract_facts` is the static engine's, passed in: the engine sits above this module."""
     lookup = Lookup(ProjectIndex.for_file(source_path), type(index), extract_facts)
     here = project_path(source_path)
-    markers = lookup.built(here, index, model.classes, MAX_BUILT_LEVELS) or lookup.builders(here, model.name)
+    markers = lookup.built(here, index, initializers(index, model.classes), MAX_BUILT_LEVELS) or lookup.builders(
+        here, model.name)
     return tuple(dict.fromkeys(markers)), [str(path) for path in dict.fromkeys(lookup.read)]
 
 
@@ -51,14 +54,17 @@ class Lookup:
             self.read.append(path)
         return facts
 
-    def built(self, path: Path, index, classes, levels: int) -> list[str]:
-        """The markers of the project classes of other files that `classes` (of `index`, the file at `path`)
-        name in `__init__`: each one's own model there, and, `levels` deep, what that model builds in turn."""
+    def built(self, path: Path, index, bodies, levels: int) -> list[str]:
+        """The markers of the project classes that `bodies` (functions of `index`, the file at `path`: the
+        `__init__` of a model's classes, a factory) name: each one's own model, and, `levels` deep, what
+        that model builds in turn. Classes of `path` itself count only for a factory (a model's own are
+        in its closure already)."""
         markers: list[str] = []
-        for dotted in imported_classes(index, classes):
+        factory = any(body.name.value != "__init__" for body in bodies)
+        for dotted in named_classes(index, bodies, local=factory):
             resolved = self.project.resolve(path, dotted)
-            if (resolved is None or resolved[0] == path or not resolved[1] or resolved in self.seen_built
-                    or not is_under(resolved[0], self.project.root)):
+            if (resolved is None or resolved[0] == path and not factory or not resolved[1]
+                    or resolved in self.seen_built or not is_under(resolved[0], self.project.root)):
                 continue
             self.seen_built.add(resolved)
             other = self.project.file_index(resolved[0], self.index_class)
@@ -69,7 +75,8 @@ class Lookup:
             own = [model for model in facts.models if model.name == resolved[1]] if facts is not None else []
             found = [marker for model in own for marker in model.sequence_markers]
             if not found and levels > 1:
-                found = self.built(resolved[0], other, own[0].classes if own else (resolved[1],), levels - 1)
+                classes = own[0].classes if own else (resolved[1],)
+                found = self.built(resolved[0], other, initializers(other, classes), levels - 1)
             markers.extend(found)
         return markers
 
@@ -85,16 +92,20 @@ class Lookup:
                 for site in self.project.construction_sites(current_path, current, references=True):
                     if not site.scope or site.scope_is_class and site.path == current_path:
                         continue  # module level, or the file's own classes (in the model's closure already)
-                    if not site.scope_is_class:  # a factory function: who calls it builds the class
-                        above.append((site.path, site.scope))
+                    other = self.project.file_index(site.path, self.index_class)
+                    if not site.scope_is_class:  # a factory: what it builds with the class, else who calls it
+                        function = other.functions.get(site.scope) if other is not None else None
+                        found = self.built(site.path, other, [function], MAX_BUILT_LEVELS) if function else []
+                        markers.extend(found)
+                        if not found:
+                            above.append((site.path, site.scope))
                         continue
                     facts = self.facts(site.path)
-                    other = self.project.file_index(site.path, self.index_class)
                     for model in (facts.models if facts is not None and other is not None else ()):
                         if site.scope not in model.classes:
                             continue
-                        found = list(model.sequence_markers) or self.built(site.path, other, model.classes,
-                                                                           MAX_BUILT_LEVELS)
+                        found = list(model.sequence_markers) or self.built(
+                            site.path, other, initializers(other, model.classes), MAX_BUILT_LEVELS)
                         markers.extend(found)
                         if not found:
                             above.append((site.path, model.name))
@@ -105,14 +116,20 @@ class Lookup:
         return []
 
 
-def imported_classes(index, classes) -> list[str]:
-    """The dotted import paths of the capitalised imported names (`Attention`, `layers.Attention`) the
-    `__init__` of each of `classes` mentions, called or not; torch's own left out."""
+def initializers(index, classes) -> list[cst.FunctionDef]:
+    """The `__init__` of each of `classes` (of `index`) that has one."""
+    infos = [index.classes.get(name) for name in sorted(classes)]
+    return [info.methods["__init__"] for info in infos if info is not None and "__init__" in info.methods]
+
+
+def named_classes(index, bodies, local: bool = False) -> list[str]:
+    """The dotted import paths of the capitalised imported names (`Attention`, `layers.Attention`) that
+    `bodies` mention, called or not, torch's own left out; with `local`, the file's own classes too."""
     found: dict[str, None] = {}
 
     class Names:
         def visit_Name(self, node: cst.Name) -> None:
-            dotted = index.aliases.get(node.value)
+            dotted = index.aliases.get(node.value) or (node.value if local and node.value in index.classes else None)
             if dotted and node.value[:1].isupper():
                 found.setdefault(dotted)
 
@@ -120,9 +137,6 @@ def imported_classes(index, classes) -> list[str]:
             if isinstance(node.value, cst.Name) and node.value.value in index.aliases and node.attr.value[:1].isupper():
                 found.setdefault(f"{index.aliases[node.value.value]}.{node.attr.value}")
 
-    for name in sorted(classes):
-        info = index.classes.get(name)
-        init = info.methods.get("__init__") if info is not None else None
-        if init is not None:
-            walk(init.body, Names())
+    for body in bodies:
+        walk(body.body, Names())
     return [dotted for dotted in found if dotted.split(".")[0] != "torch"]
