@@ -86,7 +86,7 @@ PACKAGES = (
                                                         "vit_1d", "crossformer", "simple_flash_attn_vit",
                                                         "simple_flash_attn_vit_3d", "looped_vit", "cct"))),
     Package("conformer", "0.3.2", "conformer", ("conformer/conformer.py",)),
-    Package("torchscale", "0.3.0", "torchscale", ("torchscale/architecture", "torchscale/component/rms_norm.py",
+    Package("torchscale", "0.3.0", "torchscale.architecture.encoder", ("torchscale/architecture", "torchscale/component/rms_norm.py",
                                                   "torchscale/component/feedforward_network.py")),
     Package("litgpt", "0.5.13", "litgpt", ("litgpt/model.py", "litgpt/pretrain.py", "litgpt/finetune/full.py")),
     Package("torchtune", "0.6.1", "torchtune", ("torchtune/modules/transformer.py", "torchtune/modules/vision_transformer.py",

@@ -22,7 +22,7 @@ from reslint.trace.constructor_arguments import NOT_INFERRED, convention, inferr
     ("num_tokens", 256), ("vocab_size", 256), ("num_classes", 10), ("max_seq_len", 32), ("n_audio_ctx", 32),
     ("mlp_dim", 128), ("ff_size", 128), ("dim_feedforward", 128), ("mult", 2), ("mlp_ratio", 2),
     ("dropout", 0.0), ("attention_dropout_rate", 0.0), ("n_mels", 16), ("idim", 16), ("kernel_size", 3),
-    ("image_size", 32), ("patch_size", 4),
+    ("image_size", 32), ("patch_size", 4), ("layernorm_eps", 1e-5), ("activation_fn", "gelu"),
     # a submodule to wrap, a flag, a mode: nothing to guess
     ("fn", NOT_INFERRED), ("encoder_layer", NOT_INFERRED), ("causal", NOT_INFERRED), ("norm_type", NOT_INFERRED),
 ])
@@ -44,8 +44,13 @@ def test_a_module_typed_or_unnamed_parameter_is_not_guessed():
         def __init__(self, dim, kind):
             super().__init__()
 
+    class Activated(torch.nn.Module):
+        def __init__(self, dim, activation: type):
+            super().__init__()
+
     assert inferred_arguments(Wrapper, {}) is None
     assert inferred_arguments(Mode, {}) is None
+    assert inferred_arguments(Activated, {}) is None  # an activation class, not a name
 
 
 def test_arguments_passed_on_through_kwargs_are_the_base_class_arguments():

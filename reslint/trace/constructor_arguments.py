@@ -35,13 +35,15 @@ FEATURES = 16  # mel bins / input features of a speech front end (conv subsampli
 IMAGE, PATCH, IMAGE_CHANNELS = 32, 4, 3
 
 NOT_INFERRED = object()
+DEPTH = r"(n|num)_(\w+_)?layer|(\w+_)?(n|e|d)?layers|depth|(\w+_)?(n_|num_)?blocks"
 
 # (pattern on the lower-cased parameter name, value); the first match wins, so the specific spellings
 # come before the generic `*_dim` / `*_size` ones.
 CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r".*drop.*|p|.*_p", 0.0),
-    (r"(layer_norm_|norm_|ln_)?eps(ilon)?", 1e-5),
-    (r"(n|num)_(\w+_)?layer|(\w+_)?(n|e|d)?layers|depth|(\w+_)?(n_|num_)?blocks", SHRUNK_DEPTH),
+    (r"(\w+_)?eps(ilon)?", 1e-5),
+    (r"activation(_fn)?|act_fn|hidden_act", "gelu"),
+    (DEPTH, SHRUNK_DEPTH),
     (r"(dim_head|head_dim|d_head|head_size|d_k|d_v|attention_head_size)", HEAD_WIDTH),
     (r"(n|num)_(\w+_)?head|(\w+_)?(n|a|num_|n_|attention_)?heads|nhead|n_heads?", HEADS),
     (r"(\w+_)?vocab(_size)?|n_vocab|(num|n)_tokens|ntokens?", VOCABULARY),
@@ -96,9 +98,11 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
     value = convention(parameter.name, image_model)
     if value is NOT_INFERRED:
         return value
+    if isinstance(value, str) and parameter.annotation not in (inspect.Parameter.empty, str, "str"):
+        return NOT_INFERRED  # an activation given as a class or a callable, not by name
     if annotation is float and isinstance(value, int):
         value = float(value)
-    if value == SHRUNK_DEPTH and re.fullmatch(CONVENTIONS[2][0], parameter.name.lower()):
+    if re.fullmatch(DEPTH, parameter.name.lower()):
         depth.append(parameter.name)
     return value
 
