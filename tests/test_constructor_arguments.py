@@ -99,6 +99,7 @@ def test_library_models_are_built_from_inferred_arguments_and_traced():
     assert [(s["attribute"], s["depth"], s["placement"], s["final_norm"]) for s in token["stacks"]] == [
         ("self.blocks", None, "pre", False)]
     assert "its stacks' depth is unknown (inferred: depth)" in token["notes"]
+    assert "inputs: long[2,16]<256 (inferred from the forward's `tokens` and the first nn.Embedding)" in token["notes"]
     assert models["PlaceholderLayer"]["built_from"] == "inferred arguments (size=64, ff_size=128, num_heads=4)"
     assert [(f["code"], f["line"], f["engine"]) for f in document["findings"]] == [
         ("RL103", 69, "trace"), ("RL101", 84, "trace"), ("RL101", 85, "trace")]

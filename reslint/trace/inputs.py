@@ -352,7 +352,22 @@ def infer_candidates(model: Any) -> list[Candidate]:
         if candidates:
             return candidates
     specs, extra, where = infer_specs(model)
+    if specs[0].dtype != "int64":
+        specs, extra, where = first_token_ids(model) or (specs, extra, where)
     return [(with_signature(model, specs), extra, where)]
+
+
+def first_token_ids(model: Any) -> Candidate | None:
+    """Token ids for a forward whose first parameter is named like them (litgpt's `GPT.forward(idx)`), when its
+    first layer is not the embedding (the `lm_head` registered before `wte`)."""
+    import inspect
+
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    spec = token_ids_spec(model, parameters[0], BATCH) if parameters else None
+    if spec is None:
+        return None
+    return [TensorSpec(spec.dtype, spec.shape, spec.high)], {}, f"the forward's `{parameters[0].name}` and the first nn.Embedding"
 
 
 def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
