@@ -16,7 +16,7 @@ from reslint.trace.constructor_arguments import NOT_INFERRED, convention, inferr
 
 
 @pytest.mark.parametrize(("name", "value"), [
-    ("dim", 64), ("d_model", 64), ("hidden_size", 64), ("n_audio_state", 64), ("size", 64), ("chan_in", 64),
+    ("dim", 64), ("d_model", 64), ("hidden_size", 64), ("n_audio_state", 64), ("size", 64), ("chan_in", 64), ("normalized_shape", 64),
     ("depth", 2), ("num_layers", 2), ("n_text_layer", 2), ("elayers", 2),
     ("heads", 4), ("n_head", 4), ("num_attention_heads", 4), ("nhead", 4), ("dim_head", 16),
     ("num_tokens", 256), ("vocab_size", 256), ("num_classes", 10), ("max_seq_len", 32), ("n_audio_ctx", 32),

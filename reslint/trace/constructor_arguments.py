@@ -58,7 +58,7 @@ CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r"(\w+_)?(mult|ratio|expansion_factor)", 2),
     (r"n_mels|num_mel_bins|mels?|idim|input_dim|in_dim|feat_dim|n_feats|num_features", FEATURES),
     (r"(\w+_)?(ff|ffn|mlp|feedforward|intermediate|inner|linear_units)(_\w+)?|dim_feedforward|hidden_dim", FEEDFORWARD),
-    (r"(\w+_)?(dim|size|width|state|embd|model|hidden|units|features|channels?|chan|emb|embed)|d|adim"
+    (r"(\w+_)?(dim|size|width|state|embd|model|hidden|units|features|channels?|chan|emb|embed|shape)|d|adim"
      r"|(\w+_)?(dim|chan)_(in|out)", WIDTH),
 )
 
