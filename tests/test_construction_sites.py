@@ -201,7 +201,7 @@ def test_full_check_builds_models_from_their_sites(discovery_report):
         (f"{root}/hydra/model.py", "Transformer"): ("traced", f"{root}/hydra/train.py:10", [(4, "post")]),
         (f"{root}/main_block/encoder.py", "Encoder"): ("traced", f"{root}/main_block/encoder.py:36", [(12, "pre")]),
         # its site's width comes from the environment: built from inferred arguments instead (no depth)
-        (f"{root}/unreadable/net.py", "Net"): ("traced", "inferred arguments (width=64, depth=2)", []),
+        (f"{root}/unreadable/net.py", "Net"): ("traced", "inferred arguments (width=32, depth=2)", []),
         (f"{root}/yaml_train/model.py", "Transformer"): ("traced", f"{root}/yaml_train/train.py:12", [(6, "post")]),
     }
     assert models[(f"{root}/yaml_train/model.py", "Transformer")]["notes"][:2] == [
@@ -229,7 +229,7 @@ def test_full_check_findings_of_the_discovery_projects(discovery_report):
     assert code == 1
     messages = {(finding["path"], finding["code"]): finding["message"] for finding in report["findings"]}
     net = next(model for model in report["models"] if model["name"] == "Net")
-    assert net["notes"][:2] == ["built from inferred constructor arguments: width=64, depth=2",
+    assert net["notes"][:2] == ["built from inferred constructor arguments: width=32, depth=2",
                                 f"the arguments at {root}/unreadable/run.py:6 cannot be read without running the "
                                 "project's code"]
     assert messages[(f"{root}/factory/train.py", "RL301")].startswith(

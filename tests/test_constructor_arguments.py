@@ -16,11 +16,11 @@ from reslint.trace.constructor_arguments import NOT_INFERRED, convention, inferr
 
 
 @pytest.mark.parametrize(("name", "value"), [
-    ("dim", 64), ("d_model", 64), ("hidden_size", 64), ("n_audio_state", 64), ("size", 64), ("chan_in", 64), ("normalized_shape", 64),
+    ("dim", 32), ("d_model", 32), ("hidden_size", 32), ("n_audio_state", 32), ("size", 32), ("chan_in", 32), ("normalized_shape", 32),
     ("depth", 2), ("num_layers", 2), ("n_text_layer", 2), ("elayers", 2),
-    ("heads", 4), ("n_head", 4), ("num_attention_heads", 4), ("nhead", 4), ("dim_head", 16),
+    ("heads", 4), ("n_head", 4), ("num_attention_heads", 4), ("nhead", 4), ("dim_head", 8),
     ("num_tokens", 256), ("vocab_size", 256), ("num_classes", 10), ("max_seq_len", 32), ("n_audio_ctx", 32),
-    ("mlp_dim", 128), ("ff_size", 128), ("dim_feedforward", 128), ("mult", 2), ("mlp_ratio", 2),
+    ("mlp_dim", 64), ("ff_size", 64), ("dim_feedforward", 64), ("mult", 2), ("mlp_ratio", 2),
     ("dropout", 0.0), ("attention_dropout_rate", 0.0), ("n_mels", 16), ("idim", 16), ("kernel_size", 3),
     ("image_size", 32), ("patch_size", 4), ("layernorm_eps", 1e-5), ("activation_fn", "gelu"),
     # a submodule to wrap, a flag, a mode: nothing to guess
@@ -32,7 +32,7 @@ def test_a_parameter_name_gives_a_small_value(name, value):
 
 def test_channels_of_an_image_model_are_colour_channels():
     assert convention("channels", image_model=True) == 3
-    assert convention("channels", image_model=False) == 64
+    assert convention("channels", image_model=False) == 32
 
 
 def test_a_module_typed_or_unnamed_parameter_is_not_guessed():
@@ -62,7 +62,7 @@ def test_arguments_passed_on_through_kwargs_are_the_base_class_arguments():
         def __init__(self, **kwargs):
             super().__init__(causal=False, **kwargs)
 
-    assert inferred_arguments(Encoder, {}) == ({"dim": 64}, [])
+    assert inferred_arguments(Encoder, {}) == ({"dim": 32}, [])
 
 
 def test_zero_widths_are_placeholders_and_the_depth_is_reported_inferred():
@@ -75,8 +75,8 @@ def test_zero_widths_are_placeholders_and_the_depth_is_reported_inferred():
             super().__init__()
 
     # a depth of 0 may mean "no extra layers": only widths, head counts and vocabularies are placeholders
-    assert inferred_arguments(Layer, {}) == ({"size": 64, "num_heads": 4}, [])
-    assert inferred_arguments(Stack, {}) == ({"dim": 64, "num_layers": 2}, ["num_layers"])
+    assert inferred_arguments(Layer, {}) == ({"size": 32, "num_heads": 4}, [])
+    assert inferred_arguments(Stack, {}) == ({"dim": 32, "num_layers": 2}, ["num_layers"])
     assert inspect.signature(Stack).parameters["bias"].default is True
 
 
@@ -92,15 +92,15 @@ def test_library_models_are_built_from_inferred_arguments_and_traced():
                                                                         ("PlaceholderLayer", True)]
     models = {model["name"]: model for model in document["models"]}
     token = models["TokenTransformer"]
-    assert token["built_from"] == ("inferred arguments (num_tokens=256, max_seq_len=32, dim=64, depth=2, heads=4, "
-                                   "mlp_dim=128)")
+    assert token["built_from"] == ("inferred arguments (num_tokens=256, max_seq_len=32, dim=32, depth=2, heads=4, "
+                                   "mlp_dim=64)")
     assert token["engine"] == "traced (export)"
     # the depth is reslint's guess: the stack reports none, so no depth-based finding can come from it
     assert [(s["attribute"], s["depth"], s["placement"], s["final_norm"]) for s in token["stacks"]] == [
         ("self.blocks", None, "pre", False)]
     assert "its stacks' depth is unknown (inferred: depth)" in token["notes"]
     assert "inputs: long[2,16]<256 (inferred from the forward's `tokens` and the first nn.Embedding)" in token["notes"]
-    assert models["PlaceholderLayer"]["built_from"] == "inferred arguments (size=64, ff_size=128, num_heads=4)"
+    assert models["PlaceholderLayer"]["built_from"] == "inferred arguments (size=32, ff_size=64, num_heads=4)"
     assert [(f["code"], f["line"], f["engine"]) for f in document["findings"]] == [
         ("RL103", 69, "trace"), ("RL101", 84, "trace"), ("RL101", 85, "trace")]
 
@@ -108,7 +108,7 @@ def test_library_models_are_built_from_inferred_arguments_and_traced():
 def test_a_dataclass_of_dimensions_is_built_from_its_fields_and_token_inputs_are_ids():
     document = check("fixtures/trace/inferred_dims.py")
     [model] = document["models"]
-    assert model["built_from"] == ("inferred arguments (dims=Dimensions(n_mels=16, n_audio_ctx=32, n_audio_state=64, "
+    assert model["built_from"] == ("inferred arguments (dims=Dimensions(n_mels=16, n_audio_ctx=32, n_audio_state=32, "
                                    "n_audio_head=4, n_audio_layer=2, n_vocab=256, n_text_ctx=32))")
     assert model["engine"] == "traced (export)"
     assert "inputs: float[2,16,64]; tokens=long[2,16]<256 (inferred from Conv1d (conv1))" in model["notes"]
@@ -136,4 +136,4 @@ def test_a_failed_guess_is_info_naming_the_inferred_arguments(tmp_path):
     assert (finding["code"], finding["severity"], finding["line"]) == ("RL902", "info", 7)
     assert finding["message"] == (
         "cannot build Grouped: AssertionError: dim must split into three groups (reslint built it from inferred "
-        "arguments (dim=64, heads=4); pass --model FILE:EXPR to build it yourself); static findings are still reported")
+        "arguments (dim=32, heads=4); pass --model FILE:EXPR to build it yourself); static findings are still reported")

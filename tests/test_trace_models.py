@@ -101,11 +101,11 @@ def test_discovery_builds_on_meta_and_keeps_the_outermost(model_file, tmp_path):
         assert [spec.line for spec in specs] == [13, 22, 35, 44]
         # Block(width): its argument inferred from its name; Gate(fn) wraps a module: nothing to infer
         assert [spec.origin for spec in specs] == ["inferred", "discovered", "discovered", "discovered"]
-        assert specs[0].site == "inferred arguments (width=64)"
+        assert specs[0].site == "inferred arguments (width=32)"
         assert "needs arguments (fn)" in skipped["Gate"]
         built = [build_model(spec, str(model_file)) for spec in specs]
         assert {item.device for item in built} == {"meta"}
-        assert built[0].model.fc.weight.shape == (64, 64)
+        assert built[0].model.fc.weight.shape == (32, 32)
         huge = built[3].model
         assert huge.proj.weight.shape == (100_000, 100_000) and huge.proj.weight.is_meta
         assert [item.spec.name for item in outermost(built)] == ["Wrapper", "Huge"]

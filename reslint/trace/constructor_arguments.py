@@ -24,7 +24,7 @@ from typing import Any
 
 from reslint.static.construction_sites import SHRUNK_DEPTH
 
-WIDTH = 64  # divisible by 1, 2, 4, 8, 16 heads
+WIDTH = 32  # divisible by 1, 2, 4, 8, 16 heads; the features trace/inputs.py feeds a parameter-free model (a positional encoding)
 FEEDFORWARD = 2 * WIDTH
 HEADS = 4
 HEAD_WIDTH = WIDTH // HEADS
