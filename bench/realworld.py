@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_all import package_version, write_section  # noqa: E402
-from precision import Coverage, percent, reslint_command, run_json, trace_coverage  # noqa: E402
+from precision import Coverage, percent, reason_group, reslint_command, run_json  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV = REPO_ROOT / "bench" / ".peers" / "realworld"
@@ -86,7 +86,7 @@ PACKAGES = (
                                                         "vit_1d", "crossformer", "simple_flash_attn_vit",
                                                         "simple_flash_attn_vit_3d", "looped_vit", "cct"))),
     Package("conformer", "0.3.2", "conformer", ("conformer/conformer.py",)),
-    Package("torchscale", "0.3.0", "torchscale", ("torchscale/architecture", "torchscale/component/rms_norm.py",
+    Package("torchscale", "0.3.0", "torchscale.architecture.encoder", ("torchscale/architecture", "torchscale/component/rms_norm.py",
                                                   "torchscale/component/feedforward_network.py")),
     Package("litgpt", "0.5.13", "litgpt", ("litgpt/model.py", "litgpt/pretrain.py", "litgpt/finetune/full.py")),
     Package("torchtune", "0.6.1", "torchtune", ("torchtune/modules/transformer.py", "torchtune/modules/vision_transformer.py",
@@ -437,6 +437,31 @@ def load_or_run(args: argparse.Namespace, package: Package, site: Path | None, m
         kept.write_text(json.dumps(document, indent=1), encoding="utf-8")
         return document
     return run_full(package, site, files, args.timeout, kept, revision, args.fresh, args.jobs, log)
+
+
+def trace_coverage(document: dict) -> Coverage:
+    """The models each file's full check tried (its `traces`: "traced N of M models"), traced or why not; the
+    models of a file that did not import are its static summaries, untraced for that reason."""
+    coverage = Coverage()
+    for path, result in sorted(document["files"].items()):
+        if "failure" in result:
+            coverage.failed_files.append((path, result["failure"]))
+            continue
+        traces = result.get("traces", ())
+        not_imported = next((trace["reason"] for trace in traces if not trace["name"]), None)
+        tried = [(model["name"], not_imported) for model in result.get("models", ())] if not_imported else [
+            (trace["name"], None if trace["traced"] else trace["reason"] or "no reason given") for trace in traces]
+        for name, reason in tried:
+            coverage.total += 1
+            if reason is None:
+                coverage.built += 1
+                coverage.traced += 1
+                continue
+            built, group = reason_group(reason)
+            coverage.built += built
+            key, example = group.split(" — e.g. ", 1) if " — e.g. " in group else (group, "")
+            coverage.why.setdefault(key, []).append(f"{path}:{name} — {example}")
+    return coverage
 
 
 def coverage_lines(runs: list[PackageRun]) -> tuple[list[str], dict[str, Coverage]]:

@@ -486,9 +486,10 @@ def check_captures(traced, path: str, settings: Settings, static_fallback: bool 
     return outcome
 
 
-def restore_depth(facts, depth: int) -> None:
+def restore_depth(facts, depth: int | None) -> None:
     """A model built shallower than its construction site asks (model discovery shrinks deep models to
-    trace them fast): its stacks of the shrunk depth have the site's depth, for RL104 and the summary."""
+    trace them fast): its stacks of the shrunk depth have the site's depth, for RL104 and the summary;
+    None where the depth was inferred (the model's own depth is unknown)."""
     from reslint.static.construction_sites import SHRUNK_DEPTH
 
     for key, stack in list(facts.stacks.items()):

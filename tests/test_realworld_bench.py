@@ -145,7 +145,12 @@ def kept_results(tmp_path, findings):
     (results / "conformer.full.jsonl").write_text(json.dumps({"revision": "r", "path": "conformer/conformer.py", "result": {
         "findings": findings, "seconds": 5.0, "models": [
             {"name": "Conformer", "engine": "traced (export)", "notes": []},
-            {"name": "ConformerBlock", "engine": "static", "notes": ["static only: build failed (cannot build: TypeError)"]}]}})
+            {"name": "ConformerBlock", "engine": "static", "notes": ["static only: build failed (cannot build: TypeError)"]}],
+        # the models the full check tried ("traced N of M models"): the share counts these
+        "traces": [
+            {"path": "conformer/conformer.py", "name": "Conformer", "line": 1, "traced": True, "reason": None},
+            {"path": "conformer/conformer.py", "name": "ConformerBlock", "line": 2, "traced": False,
+             "reason": "build failed (cannot build: TypeError)"}]}})
         + "\n")
     return results
 

@@ -355,15 +355,12 @@ KWARGS_ONLY = textwrap.dedent('''\
 ''')
 
 
-def test_a_class_taking_only_kwargs_for_a_base_that_needs_arguments_is_reslints_guess(tmp_path):
-    # x-transformers' Encoder(**kwargs) -> AttentionLayers(dim, ...): a missing argument is not a crash
+def test_a_class_taking_only_kwargs_for_a_base_that_needs_arguments_is_built_from_the_bases_arguments(tmp_path):
+    # x-transformers' Encoder(**kwargs) -> AttentionLayers(dim, ...): the base's `dim` is inferred (not a crash)
     write(tmp_path, {"layers.py": KWARGS_ONLY})
     document = check("--jobs", "1", "layers.py", cwd=tmp_path)
-    assert [(f["line"], f["code"], f["severity"]) for f in document["findings"]] == [(17, "RL902", "info")]
-    assert document["findings"][0]["message"] == (
-        "cannot build Encoder: TypeError: AttentionLayers.__init__() missing 1 required positional argument: 'dim' "
-        "(reslint built it from its defaults; pass --model FILE:EXPR to build it yourself); static findings are "
-        "still reported")
+    assert document["findings"] == []
+    assert [(t["name"], t["traced"]) for t in document["traces"]] == [("AttentionLayers", True), ("Encoder", True)]
 
 
 def test_a_factory_that_does_not_parse_is_a_usage_error(tmp_path):

@@ -73,6 +73,15 @@ MODELS = textwrap.dedent('''\
 
     class Abstract(nn.Module):
         pass
+
+
+    class Gate(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x) * x
 ''')
 
 
@@ -88,12 +97,16 @@ def model_file(tmp_path):
 def test_discovery_builds_on_meta_and_keeps_the_outermost(model_file, tmp_path):
     with loaded_module(str(model_file), str(tmp_path)) as module:
         specs, skipped = discover_models(module, str(model_file))
-        assert [spec.name for spec in specs] == ["GPT", "Wrapper", "Huge"]
-        assert [spec.line for spec in specs] == [22, 35, 44]
-        assert "needs arguments (width)" in skipped["Block"]
+        assert [spec.name for spec in specs] == ["Block", "GPT", "Wrapper", "Huge"]
+        assert [spec.line for spec in specs] == [13, 22, 35, 44]
+        # Block(width): its argument inferred from its name; Gate(fn) wraps a module: nothing to infer
+        assert [spec.origin for spec in specs] == ["inferred", "discovered", "discovered", "discovered"]
+        assert specs[0].site == "inferred arguments (width=32)"
+        assert "needs arguments (fn)" in skipped["Gate"]
         built = [build_model(spec, str(model_file)) for spec in specs]
         assert {item.device for item in built} == {"meta"}
-        huge = built[2].model
+        assert built[0].model.fc.weight.shape == (32, 32)
+        huge = built[3].model
         assert huge.proj.weight.shape == (100_000, 100_000) and huge.proj.weight.is_meta
         assert [item.spec.name for item in outermost(built)] == ["Wrapper", "Huge"]
 

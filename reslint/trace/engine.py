@@ -45,7 +45,7 @@ class TraceResult:
     import_failed: bool = False  # the file itself could not be imported: its models are unknown
     built_from: dict[str, str] = field(default_factory=dict)  # model name -> construction site ("train.py:42")
     reads: list[str] = field(default_factory=list)  # other files the models' arguments were read from
-    depths: dict[str, int] = field(default_factory=dict)  # model name -> the depth a shrunk build stands for
+    depths: dict[str, int | None] = field(default_factory=dict)  # model name -> the depth a shrunk build stands for (None: inferred)
 
     def untraced(self, name: str, line: int, reason: str) -> None:
         """A model reslint tried and could not trace: static facts stand for it."""
@@ -182,8 +182,8 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
             spec.inputs = settings.inputs
             if spec.site:
                 result.built_from[spec.name] = spec.site
-                if spec.depth:
-                    result.depths[spec.name] = spec.depth
+                if spec.depth or spec.depth_unknown:
+                    result.depths[spec.name] = spec.depth or None
                 result.reads.extend(read for read in spec.reads if read not in result.reads)
     result.static_only.update({name: reason for name, reason in skipped.items()})
 
@@ -206,13 +206,17 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
     from reslint.trace.shared_backbone import backbone_links
     inner = {type(sub) for item in built for name, sub in item.model.named_modules() if name}
     for spec, error in failed:
-        if spec.origin in ("discovered", "site") and spec.cls in inner:
+        if spec.origin in ("discovered", "site", "inferred") and spec.cls in inner:
             continue  # a part of a model that was built: it is checked through that model
         if spec.unbuildable:
             message = f"{error.message}; pass --model FILE:EXPR to build it yourself; static findings are still reported"
             severity = "info"
         elif spec.origin == "site":
             message = (f"{error.message} (reslint built it with the arguments at {spec.site}{missing_package_hint(error.message)}; "
+                       "pass --model FILE:EXPR to build it yourself); static findings are still reported")
+            severity = "info"
+        elif spec.origin == "inferred":
+            message = (f"{error.message} (reslint built it from {spec.site}{missing_package_hint(error.message)}; "
                        "pass --model FILE:EXPR to build it yourself); static findings are still reported")
             severity = "info"
         elif spec.origin == "factory":

@@ -352,7 +352,22 @@ def infer_candidates(model: Any) -> list[Candidate]:
         if candidates:
             return candidates
     specs, extra, where = infer_specs(model)
+    if specs[0].dtype != "int64":
+        specs, extra, where = first_token_ids(model) or (specs, extra, where)
     return [(with_signature(model, specs), extra, where)]
+
+
+def first_token_ids(model: Any) -> Candidate | None:
+    """Token ids for a forward whose first parameter is named like them (litgpt's `GPT.forward(idx)`), when its
+    first layer is not the embedding (the `lm_head` registered before `wte`)."""
+    import inspect
+
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    spec = token_ids_spec(model, parameters[0], BATCH) if parameters else None
+    if spec is None:
+        return None
+    return [TensorSpec(spec.dtype, spec.shape, spec.high)], {}, f"the forward's `{parameters[0].name}` and the first nn.Embedding"
 
 
 def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
@@ -436,11 +451,28 @@ def with_signature(model: Any, specs: list[TensorSpec]) -> list[TensorSpec]:
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
-        spec = parameter_spec(parameter, first, batch, seq)
+        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, first, batch, seq)
         if spec is None:
             return specs  # a required argument we cannot make: the failure will say so
         result.append(spec)
     return result
+
+
+TOKEN_ID_NAMES = re.compile(r"(\w+_)?(tokens|token_ids|ids|idx)")
+
+
+def token_ids_spec(model: Any, parameter: Any, batch: int) -> TensorSpec | None:
+    """Token ids for a further input named like them (Whisper's `forward(mel, tokens)`), below the vocabulary
+    of the model's first embedding; None when the name says otherwise or the model embeds no tokens."""
+    from torch import nn
+
+    if not TOKEN_ID_NAMES.fullmatch(parameter.name.lower()):
+        return None
+    embedding = next((module for module in model.modules() if isinstance(module, nn.Embedding)), None)
+    if embedding is None:
+        return None
+    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
+    return TensorSpec("int64", (batch, SEQ), embedding.num_embeddings, keyword)
 
 
 def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int) -> TensorSpec | None:

@@ -10,7 +10,9 @@ A class whose constructor needs other arguments is built from its first construc
 project whose arguments reslint can read without running the project's code
 (`reslint.static.construction_sites`): `model = Transformer(d_model=512, ...)` in a training script,
 a test, a `__main__` block or a factory, its values from literals, constants, argparse defaults and
-configs. The summary says which site (`built from train.py:42`).
+configs. The summary says which site (`built from train.py:42`). Where no site builds it, its arguments
+are inferred from its parameters' names (`reslint.trace.constructor_arguments`): the summary says
+`built from inferred arguments (dim=64, depth=2)`, and a failure of that guess is an info.
 
 `--model FILE:EXPR` and `[[tool.reslint.models]] factory` name factories explicitly; EXPR is
 evaluated in the file's namespace with `torch` and `nn` available.
@@ -42,12 +44,13 @@ class ModelSpec:
     build: Callable[[], Any]
     cls: type | None = None
     inputs: str | None = None  # an input spec that overrides inference
-    origin: str = "discovered"  # "discovered" | "factory" | "site" (built from a construction site)
+    origin: str = "discovered"  # "discovered" | "factory" | "site" (built from a construction site) | "inferred"
     site: str = ""  # the construction site used ("train.py:42")
     unbuildable: str = ""  # why the site's arguments cannot be evaluated (nothing is built)
     reads: tuple[str, ...] = ()  # the files a site's arguments were read from (a cached result depends on them)
     notes: tuple[str, ...] = ()
     depth: int = 0  # built with fewer layers than the site asks for: its stacks have this depth
+    depth_unknown: bool = False  # its depth argument was inferred: its stacks report no depth
     reduction: list = field(default_factory=list)  # (config field, before, after) of the last build
 
 
@@ -214,12 +217,22 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
             build, reason = builder_for(obj, namespace)
         except Exception as error:  # noqa: BLE001 - user classes with unusual signatures or metaclasses
             build, reason = None, f"cannot tell how to build it ({one_line(error)})"
+        unread_site = None
         if build is None and root is not None and reason.startswith("its constructor needs arguments"):
             finder = finder or site_finder(module, path, root)
             spec = site_spec(obj, finder, path, module)
+            if spec is not None and not spec.unbuildable:
+                specs.append(spec)
+                continue
+            unread_site = spec
+        if build is None and reason.startswith("its constructor needs arguments") or build is obj:
+            spec = inferred_spec(obj, path, namespace, unread_site)
             if spec is not None:
                 specs.append(spec)
                 continue
+        if unread_site is not None:
+            specs.append(unread_site)
+            continue
         if build is None:
             skipped[obj.__name__] = reason
             continue
@@ -278,6 +291,29 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
         notes += (f"traced shallower, {usable.shrunk}; its stacks report the site's depth, {usable.depth}",)
     return ModelSpec(cls.__name__, line, lambda: eval(usable.expr, namespace), cls=cls, origin="site", site=where,
                      reads=reads, notes=notes, depth=usable.depth)
+
+
+def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec | None) -> ModelSpec | None:
+    """Build `cls` from constructor arguments inferred from its parameters' names (see constructor_arguments);
+    None when one of them follows no convention (or it needs none)."""
+    from reslint.trace.constructor_arguments import describe, inferred_arguments
+
+    try:
+        inferred = inferred_arguments(cls, namespace)
+    except Exception:  # noqa: BLE001 - unusual signatures or annotations of user classes
+        return None
+    if inferred is None:
+        return None
+    arguments, depth = inferred
+    text = describe(arguments)
+    notes = (f"built from inferred constructor arguments: {text}",)
+    if unread_site is not None:
+        notes += (f"the arguments at {unread_site.site} cannot be read without running the project's code",)
+    if depth:
+        notes += (f"its stacks' depth is unknown (inferred: {', '.join(depth)})",)
+    return ModelSpec(cls.__name__, class_line(cls, path), lambda: cls(**arguments), cls=cls, origin="inferred",
+                     site=f"inferred arguments ({text})", notes=notes, depth_unknown=bool(depth),
+                     reads=unread_site.reads if unread_site is not None else ())
 
 
 def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
