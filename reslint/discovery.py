@@ -32,6 +32,9 @@ TOOL_DIRECTORY = "virtualenv or build directory"
 SYMLINKED_DIRECTORY = "symlinked directory"
 UNREADABLE_DIRECTORY = "unreadable directory"
 SPECIAL_FILE = "not a regular file"  # a FIFO or device named *.py: reading it could block forever
+# `--fix` traces the fixed text in a sibling file; a run killed meanwhile (a CI timeout) leaves it behind.
+FIX_TEMPORARY = "reslint's temporary file, left by an interrupted --fix"
+FIX_TEMPORARY_PREFIX = ".reslint-fix-"
 
 
 class DiscoveryError(ReslintError):
@@ -140,10 +143,16 @@ def walk_python_files(directory: Path, root: str, exclude: tuple[str, ...], skip
         for name in sorted(filenames):
             if not name.endswith(PYTHON_SUFFIXES):
                 continue
-            if is_special_file(current_path / name):
+            if is_fix_temporary(name):
+                skip(current_path / name, FIX_TEMPORARY, False)
+            elif is_special_file(current_path / name):
                 skip(current_path / name, SPECIAL_FILE, False)
             else:
                 yield current_path / name
+
+
+def is_fix_temporary(name: str) -> bool:
+    return name.startswith(FIX_TEMPORARY_PREFIX)
 
 
 def is_special_file(path: Path) -> bool:

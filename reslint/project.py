@@ -15,7 +15,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reslint.discovery import SourceFile, display_path, is_skipped_dir, is_special_file, matches_glob, root_relative
+from reslint.discovery import (
+    SourceFile, display_path, is_fix_temporary, is_skipped_dir, is_special_file, matches_glob, root_relative,
+)
 from reslint.file_gate import MAX_CONFIG_BYTES, is_inside, read_project_file
 from reslint.findings import ModelSummary
 from reslint.project_facts import (
@@ -304,7 +306,8 @@ def training_scripts(settings: Settings, known: set[str]) -> list[str]:
         dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
         for name in sorted(filenames):
             path = os.path.join(current, name)
-            if not name.endswith(".py") or is_special_file(Path(path)) or not is_inside(path, root):
+            if not name.endswith(".py") or is_fix_temporary(name) or is_special_file(Path(path)) \
+                    or not is_inside(path, root):
                 continue
             if path not in known and any(
                     matches_glob(root_relative(path, str(root)), glob) for glob in settings.train):

@@ -334,13 +334,14 @@ class ProjectIndex:
 
     def python_files(self) -> list[Path]:
         """The project's Python files (skipped directories left out), walked once."""
-        from reslint.discovery import is_skipped_dir
+        from reslint.discovery import is_fix_temporary, is_skipped_dir
 
         if self._files is None:
             found: list[Path] = []
             for current, dirnames, filenames in os.walk(self.root):
                 dirnames[:] = sorted(name for name in dirnames if not is_skipped_dir(Path(current, name)))
-                found.extend(Path(current, name) for name in sorted(filenames) if name.endswith(".py"))
+                found.extend(Path(current, name) for name in sorted(filenames)
+                             if name.endswith(".py") and not is_fix_temporary(name))
                 if len(found) > MAX_SCANNED_FILES:
                     break
             self._files = found[:MAX_SCANNED_FILES]

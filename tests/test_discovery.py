@@ -134,3 +134,11 @@ def test_matches_glob_ignores_empty_patterns():
 )
 def test_glob_semantics(relative, pattern, expected):
     assert matches_glob(relative, pattern) is expected
+
+
+def test_a_temporary_file_left_by_an_interrupted_fix_is_skipped_and_counted(tmp_path):
+    # `--fix` traces the fixed text in `.reslint-fix-*.py` beside the file; a killed run leaves it behind
+    touch(tmp_path, "model.py", "pkg/.reslint-fix-abc123.py", "pkg/layers.py")
+    found = find_sources(["."], str(tmp_path), (), cwd=str(tmp_path))
+    assert [source.display for source in found.sources] == ["model.py", "pkg/layers.py"]
+    assert found.skipped == [Skipped("pkg/.reslint-fix-abc123.py", "reslint's temporary file, left by an interrupted --fix", False)]

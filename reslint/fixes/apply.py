@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from reslint.discovery import SourceFile, root_relative
+from reslint.discovery import FIX_TEMPORARY_PREFIX, SourceFile, root_relative
 from reslint.findings import Finding, ModelSummary
 from reslint.fixes import Edit, Fix, fixer
 from reslint.fixes.source import Source, owner_class
@@ -274,7 +274,7 @@ def cached_analysis(display: str, data: bytes, settings: Settings, engine: Setti
 @contextlib.contextmanager
 def sibling(display: str, text: str) -> Iterator[str]:
     """`text` in a temporary file next to `display` (raises OSError when the directory is not writable)."""
-    handle, temporary = tempfile.mkstemp(prefix=".reslint-fix-", suffix=".py", dir=os.path.dirname(os.path.abspath(display)))
+    handle, temporary = tempfile.mkstemp(prefix=FIX_TEMPORARY_PREFIX, suffix=".py", dir=os.path.dirname(os.path.abspath(display)))
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(text)
