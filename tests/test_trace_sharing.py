@@ -57,6 +57,13 @@ def test_a_forecaster_without_a_prediction_length_gets_one():
     assert config.context_length == 16
 
 
+def test_a_ctc_head_without_a_vocabulary_gets_a_small_one():
+    config, changes = tracing_config(transformers.Wav2Vec2BertConfig)
+    assert changes[0] == ("vocab_size", None, 32)
+    with torch.device("meta"):
+        transformers.Wav2Vec2BertForCTC(config)  # raised ValueError with the default config's vocab_size None
+
+
 def test_per_layer_indices_are_not_types_and_a_missing_kv_head_count_follows_the_heads():
     from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4ForConditionalGeneration
     from transformers.models.nemotron.modeling_nemotron import NemotronForTokenClassification

@@ -21,6 +21,7 @@ TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
 MAX_LAYER_TYPES = 4
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
+UNSET_VOCAB = 32
 
 
 def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]:
@@ -33,6 +34,9 @@ def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]
             changes.append(("prediction_length", None, PREDICTION_LENGTH))
         except Exception:  # noqa: BLE001 - a config that rejects it: build the default, as before
             pass
+    # A CTC head's vocabulary is the checkpoint's (Wav2Vec2-BERT leaves it None): a small one stands for it.
+    if hasattr(config, "vocab_size") and config.vocab_size is None and assign(config, "vocab_size", UNSET_VOCAB):
+        changes.append(("vocab_size", None, UNSET_VOCAB))
     heads = getattr(config, "num_attention_heads", None)
     # Documented as "defaults to num_attention_heads when None"; some configs leave it None (Nemotron).
     if hasattr(config, "num_key_value_heads") and config.num_key_value_heads is None and isinstance(heads, int) \
