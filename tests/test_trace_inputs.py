@@ -303,3 +303,12 @@ def test_image_sides_hold_whole_windows_and_every_scale_of_a_tiled_model():
     assert image_size(transformers.RfDetrConfig()) == (560, 560)
     assert image_size(transformers.DepthProConfig()) == (1536, 1536)
     assert image_size(transformers.ViTConfig(image_size=224)) == (224, 224)
+
+
+def test_bark_fine_model_predicts_a_codebook_from_the_ids_of_all_of_them():
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = transformers.BarkFineModel(transformers.BarkFineConfig(hidden_size=32, num_layers=1, num_heads=2,
+                                                                       n_codes_total=4, input_vocab_size=50))
+    inputs = infer_inputs(model, "meta")
+    assert (tuple(inputs.kwargs["input_ids"].shape), inputs.kwargs["codebook_idx"]) == ((2, 16, 4), 1)

@@ -338,6 +338,11 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     dummy = declared_dummy_inputs(model)
     if dummy:
         candidates.append((dummy, extra, f"{name}.dummy_inputs"))
+    if main == "codebook_idx":  # Bark's fine model: the codebook to predict, from the ids of every codebook
+        codes, given = integer(config_value(config, "n_codes_total"), 8), integer(config_value(config, "n_codes_given"), 1)
+        vocab = integer(config_value(config, "input_vocab_size", "vocab_size"), 100)
+        ids = TensorSpec("int64", (batch, SEQ, codes), vocab, "input_ids")
+        return [*candidates, ([ids], {**extra, main: given}, f"{name} input_ids of its {codes} codebooks")]
     specs = hf_main_specs(model, config, main, batch) if isinstance(main, str) and accepts(model, main) else None
     if specs is None:
         return candidates
