@@ -8,7 +8,8 @@ kept in OUTDIR, so a run can be resumed and one file rerun), then prints per fil
 were not traced with the reason, the RL902/RL903 findings by severity, and the totals.
 A model counts as traced when its summary's engine is `traced (...)` or its trace record says so
 (a graph without stacks or residuals gives no traced summary); as not traced when an
-RL902/RL903 finding names it (a file-level RL902, an import failure, counts as one model).
+RL902/RL903 finding or its trace record names it (a file-level RL902, an import failure, counts as
+one model).
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def tally(document: dict) -> tuple[set, dict]:
             name = finding["symbol"] or "<import>"
             if name not in traced:
                 failed.setdefault(name, f'{finding["code"]} [{finding["severity"]}] {finding["message"][:200]}')
+    # Models that fail at the same line share one finding (Zamba's three builds): the trace records name each.
+    for trace in document.get("traces", []):
+        name = trace.get("name") or "<import>"
+        if not trace.get("traced") and name not in traced:
+            failed.setdefault(name, f'(same cause) {(trace.get("reason") or "")[:200]}')
     return traced, failed
 
 

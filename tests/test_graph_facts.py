@@ -183,6 +183,29 @@ def test_non_residual_adds_are_ignored():
     assert facts.residuals == []
 
 
+@pytest.mark.parametrize("name, inputs, residual_lines", [
+    # The text mask reaches the image tower's cross-attention scores (line 51) through the text stream.
+    ("TwoTower", lambda: (torch.randint(0, 32, (2, 16)),), [64, 64, 65, 65]),
+    # loc reaches the forecast through the normalised series: `y_hat * scale + loc` (line 112) is no residual.
+    ("Forecaster", lambda: (torch.randn(2, 16, 4),), [94, 94]),
+])
+def test_broadcast_mask_and_statistics_are_not_residuals(name, inputs, residual_lines):
+    path = TRACE / "broadcast_terms.py"
+    model = getattr(load(path), name)()
+    facts = capture(model, inputs(), path=path)
+    assert [add.span.line for add in facts.residuals] == residual_lines
+    assert [add.broadcast for add in facts.residuals] == [""] * len(residual_lines)
+    assert "RL002" not in codes(facts)
+
+
+def test_pooled_context_added_to_every_position_is_rl002():
+    path = TRACE / "broadcast_terms.py"
+    facts = capture(load(path).ContextMixer(), (torch.randn(2, 16, 4),), path=path)
+    [finding] = [f for f in run_rules(facts, Settings()) if f.code == "RL002"]
+    assert (finding.line, finding.column, finding.symbol) == (117, 16, "ContextLayer")
+    assert "(2, 16, 16) + (2, 1, 16)" in finding.message
+
+
 def test_deepnorm_and_rezero():
     class DeepNormBlock(nn.Module):
         def __init__(self):

@@ -24,6 +24,11 @@ STATIC = {
         "summary: Adapter: 2 blocks (self.layers: AdapterLayer), Pre-LN",
         "summary: PlainPreLN: 2 blocks (self.layers: PreLNBlock), Pre-LN, final norm no",
     ],
+    "broadcast_terms.py": [
+        "summary: TwoTower: 2 blocks (self.layers: TwoTowerLayer), Pre-LN, final norm yes",
+        "summary: Forecaster: 2 blocks (self.layers: MixerLayer), Pre-LN, final norm yes",
+        "summary: ContextMixer: 2 blocks (self.layers: ContextLayer), Pre-LN, final norm yes",
+    ],
     "flag_defaults.py": [
         "36:26 RL101",
         "57:26 RL101",

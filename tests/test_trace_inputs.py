@@ -261,3 +261,54 @@ def test_keypoint_matchers_get_a_pair_of_images():
     inputs = infer_inputs(model, "meta")
     assert {key: tuple(value.shape) for key, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)} == {
         "pixel_values": (2, 2, 3, 224, 224)}
+
+
+def test_speech_decoders_read_spectrogram_frames_and_vocoders_take_them():
+    speech = dict(hidden_size=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=50, num_mel_bins=20)
+    assert hf_inputs("SpeechT5ForTextToSpeech", "SpeechT5Config", **speech) == {
+        "input_ids": (2, 16), "decoder_input_values": (2, 16, 20)}
+    assert hf_inputs("SpeechT5ForSpeechToText", "SpeechT5Config", **speech) == {
+        "input_values": (2, 16000), "decoder_input_ids": (2, 16)}
+    assert hf_inputs("SpeechT5HifiGan", "SpeechT5HifiGanConfig", model_in_dim=20) == {"spectrogram": (2, 16, 20)}
+
+
+def test_codecs_take_mono_audio_first_and_encoders_get_it_next():
+    transformers = pytest.importorskip("transformers")
+    from reslint.trace.inputs import candidate_inputs, infer_candidates
+
+    with torch.device("meta"):
+        codec = transformers.XcodecModel(transformers.XcodecConfig())
+        encoder = transformers.Wav2Vec2ConformerForCTC(transformers.Wav2Vec2ConformerConfig(vocab_size=10, **SMALL))
+    for model, shapes in ((codec, [(2, 1, 16000), (2, 16000)]), (encoder, [(2, 16000), (2, 1, 16000)])):
+        candidates = [candidate_inputs(candidate, "meta") for candidate in infer_candidates(model)]
+        assert [tuple(inputs.kwargs["input_values"].shape) for inputs in candidates] == shapes
+
+
+def test_entity_heads_get_two_entities_and_span_heads_their_spans():
+    luke = dict(SMALL, vocab_size=100, entity_vocab_size=10, entity_emb_size=16)
+    assert hf_inputs("LukeForEntitySpanClassification", "LukeConfig", **luke) == {
+        "input_ids": (2, 16), "entity_ids": (2, 2), "entity_attention_mask": (2, 2), "entity_position_ids": (2, 2, 1),
+        "entity_start_positions": (2, 2), "entity_end_positions": (2, 2)}
+    assert hf_inputs("LukeForEntityPairClassification", "LukeConfig", **luke) == {
+        "input_ids": (2, 16), "entity_ids": (2, 2), "entity_attention_mask": (2, 2), "entity_position_ids": (2, 2, 1)}
+    assert hf_inputs("LukeModel", "LukeConfig", **luke) == {"input_ids": (2, 16)}
+
+
+def test_image_sides_hold_whole_windows_and_every_scale_of_a_tiled_model():
+    transformers = pytest.importorskip("transformers")
+    from reslint.trace.inputs import image_size
+
+    # RF-DETR: 4 windows of 14-px patches a side, so 518 px becomes 560; Depth Pro: 384-px tiles at 1/4 scale.
+    assert image_size(transformers.RfDetrConfig()) == (560, 560)
+    assert image_size(transformers.DepthProConfig()) == (1536, 1536)
+    assert image_size(transformers.ViTConfig(image_size=224)) == (224, 224)
+
+
+def test_bark_fine_model_predicts_a_codebook_from_the_ids_of_all_of_them():
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = transformers.BarkFineModel(transformers.BarkFineConfig(hidden_size=32, num_layers=1, num_heads=2,
+                                                                       n_codes_total=4, input_vocab_size=50))
+    inputs = infer_inputs(model, "meta")
+    assert (tuple(inputs.kwargs["input_ids"].shape), inputs.kwargs["codebook_idx"]) == ((2, 16, 4), 1)

@@ -57,6 +57,28 @@ def test_a_forecaster_without_a_prediction_length_gets_one():
     assert config.context_length == 16
 
 
+def test_a_ctc_head_without_a_vocabulary_gets_a_small_one():
+    config, changes = tracing_config(transformers.Wav2Vec2BertConfig)
+    assert changes[0] == ("vocab_size", None, 32)
+    with torch.device("meta"):
+        transformers.Wav2Vec2BertForCTC(config)  # raised ValueError with the default config's vocab_size None
+
+
+def test_a_layer_shared_by_the_blocks_of_one_type_is_built_with_two_of_them():
+    from reslint.trace.models import ModelSpec, reduced_builder
+
+    # Zamba ties one shared transformer across its hybrid layers: one hybrid layer kept leaves nothing to tie.
+    config, changes = tracing_config(transformers.ZambaConfig)
+    assert changes == [("num_hidden_layers", 76, 3)]
+    with torch.device("meta"), pytest.raises(ValueError, match="tie_weights_keys"):
+        transformers.ZambaForCausalLM(config)
+    spec = ModelSpec("ZambaForCausalLM", 1, lambda: None, cls=transformers.ZambaForCausalLM)
+    with torch.device("meta"):
+        model = reduced_builder(transformers.ZambaForCausalLM, spec)()
+    assert spec.reduction == [("num_hidden_layers", 76, 8)]
+    assert model.config.layers_block_type.count("hybrid") == 2
+
+
 def test_per_layer_indices_are_not_types_and_a_missing_kv_head_count_follows_the_heads():
     from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4ForConditionalGeneration
     from transformers.models.nemotron.modeling_nemotron import NemotronForTokenClassification

@@ -21,11 +21,13 @@ TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
 MAX_LAYER_TYPES = 4
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
+UNSET_VOCAB = 32
 
 
-def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]:
+def tracing_config(config_class: type, repeats: int = 1) -> tuple[Any, list[tuple[str, Any, Any]]]:
     """The class's default config, shrunk, and what was changed. A forecasting config without a
-    `prediction_length` (its models cannot be built) gets a short one: the derived context follows."""
+    `prediction_length` (its models cannot be built) gets a short one: the derived context follows.
+    `repeats`: each per-layer type appears that many times in the blocks kept, where the stack has them."""
     config, changes = config_class(), []
     if hasattr(config, "prediction_length") and config.prediction_length is None:
         try:
@@ -33,15 +35,18 @@ def tracing_config(config_class: type) -> tuple[Any, list[tuple[str, Any, Any]]]
             changes.append(("prediction_length", None, PREDICTION_LENGTH))
         except Exception:  # noqa: BLE001 - a config that rejects it: build the default, as before
             pass
+    # A CTC head's vocabulary is the checkpoint's (Wav2Vec2-BERT leaves it None): a small one stands for it.
+    if hasattr(config, "vocab_size") and config.vocab_size is None and assign(config, "vocab_size", UNSET_VOCAB):
+        changes.append(("vocab_size", None, UNSET_VOCAB))
     heads = getattr(config, "num_attention_heads", None)
     # Documented as "defaults to num_attention_heads when None"; some configs leave it None (Nemotron).
     if hasattr(config, "num_key_value_heads") and config.num_key_value_heads is None and isinstance(heads, int) \
             and assign(config, "num_key_value_heads", heads):
         changes.append(("num_key_value_heads", None, heads))
-    return config, changes + reduce_config(config)
+    return config, changes + reduce_config(config, repeats)
 
 
-def reduce_config(config: Any) -> list[tuple[str, int, int]]:
+def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
     """Shrink `config` in place; the changes as (field, before, after), first reduced first."""
     changes: list[tuple[str, int, int]] = []
     used: set[int] = set()
@@ -50,7 +55,7 @@ def reduce_config(config: Any) -> list[tuple[str, int, int]]:
             before = getattr(holder, name, None)
             if not is_count(before):
                 continue
-            keep = layers_to_keep(holder, before)
+            keep = layers_to_keep(holder, before, repeats)
             # Each reduced count distinct, so the depth of a traced stack maps back to one field.
             while keep in used and keep < before:
                 keep += 1
@@ -96,8 +101,9 @@ def per_layer_lists(holder: Any, count: int, derived: bool = False) -> dict[str,
             and all(isinstance(item, (str, int, float, bool)) for item in value)}
 
 
-def layers_to_keep(holder: Any, count: int) -> int:
-    """KEEP_LAYERS, or the shortest prefix of the layers that shows every per-layer type."""
+def layers_to_keep(holder: Any, count: int, repeats: int = 1) -> int:
+    """KEEP_LAYERS, or the shortest prefix of the layers that shows every per-layer type (`repeats` times
+    where the whole stack has it that often)."""
     keep = KEEP_LAYERS
     dense = getattr(holder, "first_k_dense_replace", None)  # DeepSeek: the first k blocks are dense, then MoE
     if isinstance(dense, int) and not isinstance(dense, bool) and 0 < dense < count:
@@ -106,10 +112,11 @@ def layers_to_keep(holder: Any, count: int) -> int:
         distinct = set(values)
         if len(distinct) > MAX_LAYER_TYPES:  # per-layer indices (`kv_source_layers`), not types
             continue
-        seen: set = set()
+        wanted = {value: min(repeats, values.count(value)) for value in distinct}
+        seen: dict = {}
         for index, value in enumerate(values):
-            seen.add(value)
-            if seen == distinct:
+            seen[value] = seen.get(value, 0) + 1
+            if all(seen.get(kind, 0) >= times for kind, times in wanted.items()):
                 keep = max(keep, index + 1)
                 break
     return keep

@@ -17,6 +17,7 @@ Tensors are moved to the model's device (meta): only shapes and dtypes matter.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,6 +176,16 @@ def config_value(config: Any, *names: str) -> Any:
 
 
 def image_size(config: Any) -> tuple[int, int]:
+    height, width = declared_image_size(config)
+    # A windowed backbone (RF-DETR's DINOv2) splits each side into `num_windows` windows of whole patches.
+    windows, patch = config_value(config, "num_windows"), config_value(config, "patch_size")
+    if isinstance(windows, int) and windows > 1 and isinstance(patch, int) and patch > 0:
+        step = windows * patch
+        height, width = (-(-side // step) * step for side in (height, width))
+    return height, width
+
+
+def declared_image_size(config: Any) -> tuple[int, int]:
     size = config_value(config, "image_size", "img_size", "input_size")
     if isinstance(size, dict):
         size = (size.get("height"), size.get("width")) if "height" in size else size.get("shortest_edge")
@@ -182,6 +193,11 @@ def image_size(config: Any) -> tuple[int, int]:
         return int(size[-2]), int(size[-1])
     if isinstance(size, int) and size > 0:
         return size, size
+    # Depth Pro tiles the image into patches of `patch_size` at each of its scales: the smallest scale must hold one.
+    ratios, patch = config_value(config, "scaled_images_ratios"), getattr(config, "patch_size", None)
+    if isinstance(ratios, (list, tuple)) and ratios and isinstance(patch, int) and min(ratios) > 0:
+        side = int(math.ceil(patch / min(ratios)))
+        return side, side
     return 224, 224
 
 
@@ -217,6 +233,9 @@ def hf_main_specs(model: Any, config: Any, main: str, batch: int) -> list[Tensor
         positions = config_value(config, "max_source_positions")
         frames = 2 * positions if isinstance(positions, int) and 0 < positions <= 4096 else 64
         return [TensorSpec("float32", (batch, mels, frames), name=main)]
+    if main == "spectrogram":  # a vocoder's log-mel frames: (batch, frames, mel bins)
+        mels = integer(config_value(config, "model_in_dim", "num_mel_bins"), 80)
+        return [TensorSpec("float32", (batch, SEQ, mels), name=main)]
     if main == "past_values":
         return time_series_specs(model, config, batch)
     if main == "states":
@@ -319,6 +338,11 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     dummy = declared_dummy_inputs(model)
     if dummy:
         candidates.append((dummy, extra, f"{name}.dummy_inputs"))
+    if main == "codebook_idx":  # Bark's fine model: the codebook to predict, from the ids of every codebook
+        codes, given = integer(config_value(config, "n_codes_total"), 8), integer(config_value(config, "n_codes_given"), 1)
+        vocab = integer(config_value(config, "input_vocab_size", "vocab_size"), 100)
+        ids = TensorSpec("int64", (batch, SEQ, codes), vocab, "input_ids")
+        return [*candidates, ([ids], {**extra, main: given}, f"{name} input_ids of its {codes} codebooks")]
     specs = hf_main_specs(model, config, main, batch) if isinstance(main, str) and accepts(model, main) else None
     if specs is None:
         return candidates
@@ -330,7 +354,21 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         vocab = integer(config_value(config, "vocab_size"), 100)
         specs = [*specs, TensorSpec("int64", (batch, seq), vocab, "decoder_input_ids")]
         where += ", with decoder_input_ids"
-    candidates.append((specs, extra, where))
+    elif getattr(config, "is_encoder_decoder", False) and "decoder_input_values" in forward_parameters(model):
+        # A speech decoder (SpeechT5's text-to-speech) reads spectrogram frames, not token ids.
+        mels = integer(config_value(config, "num_mel_bins"), 80)
+        specs = [*specs, TensorSpec("float32", (batch, seq, mels), name="decoder_input_values")]
+        where += ", with decoder_input_values"
+    if "entity_ids" in forward_parameters(model) and "Entity" in name:
+        specs = [*specs, *entity_specs(model, config, batch, specs[0].shape[-1])]
+        where += ", with entity inputs"
+    declared = (specs, extra, where)
+    if main == "input_values" and len(specs[0].shape) == 2:  # a codec takes mono audio as (batch, 1, samples)
+        mono = ([TensorSpec("float32", (batch, 1, specs[0].shape[1]), name=main), *specs[1:]], extra,
+                f"{where}, as mono audio (batch, 1, samples)")
+        candidates.extend([mono, declared] if is_head(model, "AudioTokenizerBase") else [declared, mono])
+    else:
+        candidates.append(declared)
     if main == "input_features":  # some encoders take (batch, frames, features): Speech2Text, Wav2Vec2-BERT
         width = integer(config_value(config, "feature_projection_input_dim", "input_feat_per_channel", "feature_size",
                                      "num_mel_bins"), specs[0].shape[1])
@@ -342,6 +380,19 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         more = [spec for other in others for spec in (hf_main_specs(model, config, other, batch) or [])]
         candidates.append(([*specs, *more], extra, f"{where}, with {', '.join(others)}"))
     return candidates
+
+
+def entity_specs(model: Any, config: Any, batch: int, seq: int) -> list[TensorSpec]:
+    """LUKE's entity heads classify entities (and entity pairs, spans) of the text: two entities, each a
+    one-token mention, with the span positions a span head asks for."""
+    parameters = forward_parameters(model)
+    vocab = integer(config_value(config, "entity_vocab_size"), 2)
+    specs = [TensorSpec("int64", (batch, 2), vocab, "entity_ids", fill=1),
+             TensorSpec("int64", (batch, 2), 2, "entity_attention_mask", fill=1),
+             TensorSpec("int64", (batch, 2, 1), seq, "entity_position_ids")]
+    specs += [TensorSpec("int64", (batch, 2), seq, name) for name in ("entity_start_positions", "entity_end_positions")
+              if name in parameters]
+    return specs
 
 
 def infer_candidates(model: Any) -> list[Candidate]:

@@ -322,7 +322,22 @@ def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
 
     def build() -> Any:
         config, spec.reduction = tracing_config(cls.config_class)
-        return cls(config)
+        try:
+            return cls(config)
+        except Exception:
+            # A layer shared by every block of one type (Zamba's shared transformer, tied across its hybrid
+            # layers) needs two of them: keep every type twice, else report the first error.
+            config, reduction = tracing_config(cls.config_class, repeats=2)
+            if reduction == spec.reduction:
+                raise
+            try:
+                model = cls(config)
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+            else:
+                spec.reduction = reduction
+                return model
+            raise
 
     return build
 

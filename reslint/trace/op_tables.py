@@ -9,6 +9,9 @@ import operator
 from reslint.static import torch_api
 
 ADD_OPS = {"add", "add_", "iadd", "__add__", "__iadd__", "__radd__"}
+# Binary arithmetic that broadcasts its operands (a mask added to scores, statistics subtracted from a series).
+ELEMENTWISE_OPS = ADD_OPS | {"sub", "sub_", "rsub", "__sub__", "__rsub__", "__isub__", "mul", "mul_", "__mul__",
+                             "__rmul__", "__imul__", "div", "div_", "__truediv__", "__rtruediv__", "__itruediv__"}
 # torch's dropout functions and their aten spellings.
 DROPOUT_OPS = torch_api.DROPOUT_FUNCTIONS | {"dropout_", "feature_dropout", "native_dropout"}
 # Ops whose output is the input, for placement purposes: dropout, casts, copies, views.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from reslint.placement import DIV, DROPOUT, MUL, OTHER, PASS, PROJECTION, ResidualView, Step, classify, settle_post
 from reslint.trace.fx_graph import is_tensor, shape_of
 from reslint.trace.norm_recognition import norms_by_source
-from reslint.trace.op_tables import ADD_OPS, DROPOUT_OPS, LAYER_NORM_OPS, SKIP_PATH_OPS
+from reslint.trace.op_tables import ADD_OPS, DROPOUT_OPS, ELEMENTWISE_OPS, LAYER_NORM_OPS, SKIP_PATH_OPS
 
 
 @dataclass
@@ -158,7 +158,10 @@ class ResidualSearch:
     def _side_input(self, source, term, add, streams=frozenset()) -> bool:
         """Whether `source` reaches `term` only by being added, as it is, where it is not the stream: by the
         same line in an earlier layer (an attention mask or position bias every layer adds to its scores),
-        or to a value that is the skip of a residual (`streams`: a position term added to the stream)."""
+        to a value that is the skip of a residual (`streams`: a position term added to the stream), or by
+        being broadcast into a larger value (a `(batch, 1, 1, keys)` mask added to another attention's
+        scores, a scaler's `(batch, 1, channels)` statistics subtracted from the series): a stream keeps
+        its shape wherever it flows, a mask or a statistic is repeated over the axes it lacks."""
         limit = self.graph.index[term]
         lines = {self.where.span_of(node).line for node in self._sum_nodes(add)}
         pending, seen = [(source, True)], set()
@@ -176,6 +179,9 @@ class ResidualSearch:
                         self.where.span_of(user).line in lines or any(
                             other in streams or self.graph.root(other) in streams
                             for other in self.graph.data_inputs(user) if other is not node)):
+                    continue
+                if direct and self.graph.ops[user] in ELEMENTWISE_OPS and len(self.graph.data_inputs(user)) > 1 \
+                        and _expanded(shape_of(node), shape_of(user)):
                     continue
                 pending.append((user, direct and self.graph.passthrough_input(user, allow_scale=True) is node))
         return True
@@ -238,3 +244,12 @@ class ResidualSearch:
                 if self.graph.passthrough_input(user, allow_scale=False) is node:
                     pending.append(user)
         return False
+
+
+def _expanded(shape: tuple | None, result: tuple | None) -> bool:
+    """Whether an operand of `shape` is broadcast to `result`: it lacks an axis or has size 1 where the
+    result is larger."""
+    if shape is None or result is None or len(shape) > len(result):
+        return False
+    padded = (1,) * (len(result) - len(shape)) + tuple(shape)
+    return any(size == 1 and wanted != 1 for size, wanted in zip(padded, result))
