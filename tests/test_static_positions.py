@@ -124,3 +124,36 @@ def test_every_fixture_placed_statement_by_statement_matches_position_provider()
             continue
         checked += compare_placed_statement_by_statement(module, text)
     assert checked > 10_000
+
+
+def compare_ranges(module: cst.Module) -> int:
+    """CodeRanges (the fixers' positions) gives PositionProvider's start and end of every node, in its order."""
+    from reslint.static.positions import CodeRanges
+
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ranges = CodeRanges(module)
+    assert list(ranges) == list(expected)
+    for node, code_range in expected.items():
+        assert ranges.line_column(ranges.start_offset(node)) == (code_range.start.line, code_range.start.column)
+        assert ranges.line_column(ranges.end_offset(node)) == (code_range.end.line, code_range.end.column), (
+            type(node).__name__, module.code_for_node(node))
+    return len(expected)
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_sources_ranges_match_position_provider(name: str) -> None:
+    compare_ranges(cst.parse_module(TRICKY[name]))
+
+
+def test_every_fixture_range_matches_position_provider() -> None:
+    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py")
+                   if "hostile" not in path.relative_to(REPO_ROOT).parts)
+    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
+    checked = 0
+    for path in paths:
+        try:
+            module = cst.parse_module(path.read_bytes())
+        except (cst.ParserSyntaxError, UnicodeDecodeError):
+            continue
+        checked += compare_ranges(module)
+    assert checked > 10_000

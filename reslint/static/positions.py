@@ -278,3 +278,81 @@ def _units(module: cst.Module, anchors: dict) -> dict[cst.CSTNode, cst.CSTNode]:
                         unit_of[value] = unit
                         pending.append(value)
     return unit_of
+
+
+class _SyntacticRange(_SyntacticStart):
+    """PositionProvider's record_syntactic_position with its end too."""
+
+    __slots__ = ("end_node",)
+
+    def __init__(self, state: _RangeState, node: cst.CSTNode, start_node: cst.CSTNode | None,
+                 end_node: cst.CSTNode | None):
+        super().__init__(state, node, start_node)
+        self.end_node = end_node
+
+    def __exit__(self, *exc_info: object) -> bool:
+        state = self.state
+        state.syntactic[self.node] = state.start_of(self.start_node) if self.start_node is not None else self.start
+        state.syntactic_end[self.node] = state.end_of(self.end_node) if self.end_node is not None else state.offset
+        state.order.setdefault(self.node)
+        return False
+
+
+class _RangeState(_OffsetState):
+    __slots__ = ("syntactic_end", "order", "dropped")
+
+    def __init__(self, module: cst.Module):
+        super().__init__(module)
+        self.syntactic_end: dict[cst.CSTNode, int] = {}
+        self.order: dict[cst.CSTNode, None] = {}  # PositionProvider's order: a node when its range is known
+        self.dropped = ""  # the last newline of a file without one: still counted, as PositionProvider does
+
+    def pop_trailing_newline(self) -> None:
+        if self.tokens:
+            self.dropped = self.tokens.pop()
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        self.ranges[node] = (self.pending.pop(), self.offset)
+        self.order.setdefault(node)
+
+    def end_of(self, node: cst.CSTNode) -> int:
+        end = self.syntactic_end.get(node)
+        return end if end is not None else self.ranges[node][1]
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None) -> _SyntacticRange:
+        return _SyntacticRange(self, node, start_node, end_node)
+
+
+class CodeRanges:
+    """PositionProvider's start and end of every node of a module, in its order, from one codegen pass that
+    counts characters (the fixers' positions). Offsets order nodes as (line, column) pairs do."""
+
+    def __init__(self, module: cst.Module):
+        state = _RangeState(module)
+        module._codegen(state)
+        self._state = state
+        code = "".join(state.tokens) + state.dropped
+        self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(code)]
+
+    def __iter__(self):
+        return iter(self._state.order)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._state.order
+
+    def start_offset(self, node: cst.CSTNode) -> int:
+        """Raises KeyError for a node not in the module."""
+        if node not in self._state.order:
+            raise KeyError(node)
+        return self._state.start_of(node)
+
+    def end_offset(self, node: cst.CSTNode) -> int:
+        if node not in self._state.order:
+            raise KeyError(node)
+        return self._state.end_of(node)
+
+    def line_column(self, offset: int) -> tuple[int, int]:
+        """(1-based line, 0-based column) of an offset."""
+        line = bisect_right(self._line_offsets, offset)
+        return line, offset - self._line_offsets[line - 1]
