@@ -533,7 +533,7 @@ def argument_calls(module: cst.Module) -> list[cst.Call]:
     """The `<parser>.add_argument(...)` calls of a module."""
     found: list[cst.Call] = []
 
-    class Calls:
+    class Calls(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
                 found.append(node)
