@@ -7,7 +7,8 @@ paused as the engine pauses it. Each phase is timed on its own, in the order the
 
   libcst parse      libcst.parse_module (the floor)
   cpython check     ast.parse and the nesting depth check before libcst sees the file
-  positions         the SourceMap's one codegen pass (the engine asks for it on the first position)
+  positions         the SourceMap pairing body statements with CPython's AST (the statements a fact
+                    reports are generated and placed when asked, inside the later phases)
   index             FileIndex, the config modules the file imports included
   stream-end walks  consumed_classes and reached_into (RL103)
   evaluation        the rest of extract_facts (graphs of every module class) and the rules
@@ -75,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
             profile.enable()
         clock = time.process_time()
         checked = cpython_parse(text)
+        tree = None
         if not isinstance(checked, SyntaxError):
             nesting(checked)
+            tree = checked
         took["cpython check"], clock = time.process_time() - clock, time.process_time()
-        positions = SourceMap(module)
-        positions.line_column(module)
+        positions = SourceMap(module, text, tree)  # as the engine makes it: statements placed when asked
         took["positions"], clock = time.process_time() - clock, time.process_time()
         index = FileIndex(module, str(path))
         took["index"], clock = time.process_time() - clock, time.process_time()
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             profile.disable()
         for phase in PHASES:
             spent[phase] += took[phase]
-        del module, positions, index, extractor
+        del module, positions, index, extractor, tree, checked
         gc.collect()
     floor = spent["libcst parse"]
     print(f"{len(files)} files, {analysed} parsed by libcst; CPU seconds (x the parse):")

@@ -115,7 +115,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
                     source_path: str | None = None) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes)."""
-    module = parse_source(path, text)
+    module, tree = parse_with_ast(path, text)
     if isinstance(module, Finding):
         result.findings.append(module)
         return False, False
@@ -123,7 +123,8 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
 
-    facts = extract_facts(path, module, source_path)
+    facts = extract_facts(path, module, source_path, text=text, tree=tree)
+    del tree
     result.reads = list(facts.reads)
     result.findings.extend(run_rules(facts, settings))
     result.models.extend(facts.model_summaries())
@@ -137,9 +138,21 @@ def parse_source(path: str, text: str):
     CPython's parser goes first: it is fast, it has hard limits on nesting, and it is the judge
     of what is valid Python. libcst only sees files that cannot exhaust its stack.
     """
+    return parse_with_ast(path, text)[0]
+
+
+def parse_with_ast(path: str, text: str):
+    """(parse_source's answer, CPython's AST of the text or None): the AST places statements for the
+    static engine's SourceMap."""
+    checked = cpython_parse(text)
+    module = libcst_module(path, text, checked)
+    return module, None if isinstance(checked, SyntaxError) or isinstance(module, Finding) else checked
+
+
+def libcst_module(path: str, text: str, checked):
+    """parse_source given CPython's answer (an AST or a SyntaxError)."""
     import libcst
 
-    checked = cpython_parse(text)
     if isinstance(checked, SyntaxError):
         if checked.msg in NESTING_ERRORS or longest_statement(text) > MAX_STATEMENT_TOKENS:
             return syntax_finding(path, checked)

@@ -210,7 +210,14 @@ class ProjectIndex:
     def imports(self, path: Path) -> list[ImportStatement]:
         """Every import statement of the file, wherever it is (a function, `if TYPE_CHECKING:`, a `try:`)."""
         tree = self.syntax_tree(path)
-        return read_imports(tree) if tree is not None else []
+        if tree is None:
+            return []
+        known = _imports_of.get(id(tree))
+        if known is None or known[0] is not tree:  # read once per tree: asked once per class a file may build
+            if len(_imports_of) > 4096:
+                _imports_of.clear()
+            known = _imports_of[id(tree)] = (tree, read_imports(tree))  # kept with its tree: the id is not reused
+        return list(known[1])
 
     def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
@@ -289,8 +296,9 @@ class ProjectIndex:
         target = project_path(path)
         key = (target, "builders", id(index))
         if key not in self._facts:
-            files = {site.path for name, info in index.classes.items() if index.is_module_class(info)
-                     for site in self.construction_sites(target, name) if site.path != target}
+            names = [name for name, info in index.classes.items() if index.is_module_class(info)]
+            files = {site.path for sites in self.construction_sites_of(target, names).values()
+                     for site in sites if site.path != target}
             self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file, type(index))) is not None]
         return self._facts[key]
 
@@ -469,20 +477,30 @@ class ProjectIndex:
         confirmed through the caller's imports (a same-named class elsewhere does not count).
         `references`: also where a class's `__init__` or a function names it without calling it
         (`layer = ConvolutionModule`, called later through `layer`): see `references_of`."""
+        return self.construction_sites_of(path, (class_name,), references)[class_name]
+
+    def construction_sites_of(self, path: str | os.PathLike, class_names,
+                              references: bool = False) -> dict[str, list[ConstructionSite]]:
+        """`construction_sites` of several classes of one file, in one pass over the project's files."""
         target = Path(os.path.abspath(path))
+        stem = target.stem
         collect = references_of if references else calls_of
-        sites = []
+        sites: dict[str, list[ConstructionSite]] = {name: [] for name in class_names}
         for candidate in self.python_files():
             if candidate == target:
                 tree = self.syntax_tree(target)
-                sites.extend(collect(target, tree, {class_name}, set(), class_name) if tree is not None else ())
+                for class_name in sites:
+                    sites[class_name].extend(collect(target, tree, {class_name}, set(), class_name)
+                                             if tree is not None else ())
                 continue
-            if class_name not in self.imported_words(candidate) and target.stem not in self.imported_words(candidate):
-                continue
-            names, modules = self._bindings(candidate, target, class_name)
-            tree = self.syntax_tree(candidate) if names or modules else None
-            if tree is not None:
-                sites.extend(collect(candidate, tree, names, modules, class_name))
+            words = self.imported_words(candidate)
+            for class_name in sites:
+                if class_name not in words and stem not in words:
+                    continue
+                names, modules = self._bindings(candidate, target, class_name)
+                tree = self.syntax_tree(candidate) if names or modules else None
+                if tree is not None:
+                    sites[class_name].extend(collect(candidate, tree, names, modules, class_name))
         return sites
 
     def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
@@ -510,17 +528,35 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
     """The calls `Name(...)` of `names` and `module.attribute(...)` of `modules`, with the top-level class or
     function each is in."""
     sites = []
+    for func, line, scope, in_class in named_calls(tree):
+        if isinstance(func, ast.Name) and func.id in names or (
+                isinstance(func, ast.Attribute) and func.attr == attribute and isinstance(func.value, ast.Name)
+                and func.value.id in modules):
+            sites.append(ConstructionSite(path, line, scope, in_class))
+    return sites
+
+
+_imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
+_named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
+
+
+def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
+    """(func, line, top-level scope, whether that scope is a class) of every call `f(...)` or `m.f(...)` of a
+    module, in `ast.walk` order per top-level statement: found once per tree, asked once per class built."""
+    known = _named_calls.get(id(tree))
+    if known is not None and known[0] is tree:
+        return known[1]
+    found = []
     for statement in tree.body:
         scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        in_class = isinstance(statement, ast.ClassDef)
         for node in ast.walk(statement):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in names or (
-                    isinstance(func, ast.Attribute) and func.attr == attribute and isinstance(func.value, ast.Name)
-                    and func.value.id in modules):
-                sites.append(ConstructionSite(path, node.lineno, scope, isinstance(statement, ast.ClassDef)))
-    return sites
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                found.append((node.func, node.lineno, scope, in_class))
+    if len(_named_calls) > 4096:
+        _named_calls.clear()
+    _named_calls[id(tree)] = (tree, found)  # the tree is kept with its calls, so its id is not reused
+    return found
 
 
 def references_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],

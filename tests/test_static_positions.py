@@ -70,3 +70,90 @@ def test_a_node_outside_the_module_has_no_place_but_has_code() -> None:
     stranger = cst.parse_expression("a + b")
     assert source_map.line_column(stranger) is None
     assert source_map.code(stranger) == "a + b"
+
+
+def compare_placed_statement_by_statement(module: cst.Module, text: str) -> int:
+    """A SourceMap given the text and CPython's AST places every node a statement owns as PositionProvider
+    does, without generating the whole module; the other nodes (blocks, operators) still get their places."""
+    import ast
+
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    tree = ast.parse(text)
+    placed = SourceMap(module, text, tree)
+    statement_owned = _statement_owned(module, text, tree)
+    owned = [node for node in expected if node in statement_owned]
+    for node in owned:
+        code_range = expected[node]
+        assert placed.line_column(node) == (code_range.start.line, code_range.start.column), (
+            type(node).__name__, module.code_for_node(node))
+        if isinstance(node, cst.BaseExpression):
+            assert squeezed(placed.code(node)) == squeezed(module.code_for_node(node))
+    assert not placed.whole_module_generated
+    rest = SourceMap(module, text, tree)
+    for node, code_range in expected.items():
+        assert rest.line_column(node) == (code_range.start.line, code_range.start.column), type(node).__name__
+    return len(owned)
+
+
+def _statement_owned(module, text, tree) -> set:
+    from reslint.static.positions import _units
+
+    source_map = SourceMap(module, text, tree)
+    return set(_units(module, source_map._anchors)) if source_map._anchors is not None else set()
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_sources_placed_statement_by_statement(name: str) -> None:
+    compare_placed_statement_by_statement(cst.parse_module(TRICKY[name]), TRICKY[name])
+
+
+def test_every_fixture_placed_statement_by_statement_matches_position_provider() -> None:
+    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py")
+                   if "hostile" not in path.relative_to(REPO_ROOT).parts)
+    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
+    checked = 0
+    for path in paths:
+        try:
+            text = path.read_bytes().decode("utf-8")
+            module = cst.parse_module(text)
+        except (cst.ParserSyntaxError, UnicodeDecodeError, SyntaxError):
+            continue
+        try:
+            compile(text, str(path), "exec", dont_inherit=True)
+        except SyntaxError:
+            continue
+        checked += compare_placed_statement_by_statement(module, text)
+    assert checked > 10_000
+
+
+def compare_ranges(module: cst.Module) -> int:
+    """CodeRanges (the fixers' positions) gives PositionProvider's start and end of every node, in its order."""
+    from reslint.static.positions import CodeRanges
+
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ranges = CodeRanges(module)
+    assert list(ranges) == list(expected)
+    for node, code_range in expected.items():
+        assert ranges.line_column(ranges.start_offset(node)) == (code_range.start.line, code_range.start.column)
+        assert ranges.line_column(ranges.end_offset(node)) == (code_range.end.line, code_range.end.column), (
+            type(node).__name__, module.code_for_node(node))
+    return len(expected)
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_sources_ranges_match_position_provider(name: str) -> None:
+    compare_ranges(cst.parse_module(TRICKY[name]))
+
+
+def test_every_fixture_range_matches_position_provider() -> None:
+    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py")
+                   if "hostile" not in path.relative_to(REPO_ROOT).parts)
+    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
+    checked = 0
+    for path in paths:
+        try:
+            module = cst.parse_module(path.read_bytes())
+        except (cst.ParserSyntaxError, UnicodeDecodeError):
+            continue
+        checked += compare_ranges(module)
+    assert checked > 10_000

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import reslint.static.dataflow as dataflow
+import reslint.static.engine as engine
+import reslint.static.index as index
 import reslint.static.stream_end as stream_end
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
+from reslint.static.positions import SourceMap
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +48,19 @@ def fast() -> dict[Path, tuple]:
 
 
 def test_the_fast_walk_gives_the_plain_engines_findings(fast, monkeypatch) -> None:
-    monkeypatch.setattr(stream_end, "walk", libcst_walk)
+    for module in (stream_end, index, dataflow):
+        monkeypatch.setattr(module, "walk", libcst_walk)
+    findings = 0
+    for path, expected in fast.items():
+        assert analysed(path) == expected, path
+        findings += len(expected[0])
+    assert findings > 50
+
+
+def test_placing_only_the_statements_asked_about_gives_the_whole_modules_findings(fast, monkeypatch) -> None:
+    # The plain way: the whole module's code generated for the first place asked, every graph node placed when built.
+    monkeypatch.setattr(engine, "SourceMap", lambda module, text=None, tree=None: SourceMap(module))
+    monkeypatch.setattr(dataflow.Evaluator, "place", lambda self, node: self.position(node))
     findings = 0
     for path, expected in fast.items():
         assert analysed(path) == expected, path

@@ -6,24 +6,25 @@ from collections.abc import Iterator
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.findings import Finding
+from reslint.static.positions import CodeRanges
 
 
 class Source:
-    """One file's libcst tree with the position of every node (line 1-based, column 0-based).
+    """One file's libcst tree with the position of every node (line 1-based, column 0-based), as libcst's
+    PositionProvider gives them.
 
     Positions and parents are each a pass over the whole tree, resolved when a fixer first asks:
     most fixers refuse most findings after looking at one class."""
 
     def __init__(self, text: str):
-        self.wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)  # the tree is ours alone
-        self.module = self.wrapper.module
+        self.module = cst.parse_module(text)
+        self._of_kind: dict[type, list[cst.CSTNode]] = {}
 
     @cached_property
-    def positions(self):
-        return self.wrapper.resolve(PositionProvider)
+    def positions(self) -> CodeRanges:
+        return CodeRanges(self.module)  # PositionProvider's places from one codegen pass, without its visit
 
     @cached_property
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
@@ -32,19 +33,19 @@ class Source:
         return parents(self.module)
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
-        position = self.positions[node].start
-        return position.line, position.column
+        return self.positions.line_column(self.positions.start_offset(node))
 
     def end(self, node: cst.CSTNode) -> tuple[int, int]:
-        position = self.positions[node].end
-        return position.line, position.column
+        return self.positions.line_column(self.positions.end_offset(node))
 
     def lines(self, node: cst.CSTNode) -> range:
-        span = self.positions[node]
-        return range(span.start.line, span.end.line + 1)
+        return range(self.start(node)[0], self.end(node)[0] + 1)
 
     def nodes(self, kind: type = cst.CSTNode) -> Iterator[cst.CSTNode]:
-        return (node for node in self.positions if isinstance(node, kind))
+        found = self._of_kind.get(kind)
+        if found is None:
+            found = self._of_kind[kind] = [node for node in self.positions if isinstance(node, kind)]
+        return iter(found)
 
     def at(self, finding: Finding, kind: type = cst.CSTNode) -> list[cst.CSTNode]:
         """Nodes of `kind` that start at the finding's place, outermost first."""
@@ -53,16 +54,16 @@ class Source:
         return sorted(found, key=lambda node: -len(self.lines(node)) * 10_000 - self.width(node))
 
     def width(self, node: cst.CSTNode) -> int:
-        span = self.positions[node]
-        return span.end.column if span.end.line == span.start.line else 10_000
+        start, end = self.start(node), self.end(node)
+        return end[1] if end[0] == start[0] else 10_000
 
     def within(self, outer: cst.CSTNode, kind: type = cst.CSTNode) -> list[cst.CSTNode]:
         """Nodes of `kind` inside `outer` (itself included), in source order."""
-        span = self.positions[outer]
+        positions = self.positions
+        first, last = positions.start_offset(outer), positions.end_offset(outer)
         inside = [node for node in self.nodes(kind)
-                  if (span.start.line, span.start.column) <= self.start(node)
-                  and (self.positions[node].end.line, self.positions[node].end.column) <= (span.end.line, span.end.column)]
-        return sorted(inside, key=self.start)
+                  if first <= positions.start_offset(node) and positions.end_offset(node) <= last]
+        return sorted(inside, key=positions.start_offset)
 
     def class_def(self, name: str) -> cst.ClassDef | None:
         return next((node for node in self.module.body if isinstance(node, cst.ClassDef) and node.name.value == name), None)

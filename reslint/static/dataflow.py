@@ -9,12 +9,14 @@ condition folds to a constant take one branch, others take both and merge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import count
 
 import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
+from reslint.static.walk import walk
 from reslint.static.index import (UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr, literal_number, small_power,
                                   string_value)
 
@@ -189,14 +191,17 @@ class Evaluator:
         return [self._input(p.name.value, p, scope) for p in params]
 
     def _input(self, name: str, where: cst.CSTNode, scope: Scope) -> Node:
-        line, column = self.position(where)
-        return self.graph.add("input", (), line, column, scope.frames, scope.condition, name=name)
+        return self.graph.add("input", (), self.place(where), scope.frames, scope.condition, name=name)
 
     # ----- helpers -----------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         start = self.positions.line_column(node)
         return (start[0], start[1] + 1) if start is not None else (0, 0)
+
+    def place(self, node: cst.CSTNode):
+        """`position(node)`, found when a graph node's place is first read."""
+        return partial(self.position, node)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.positions.code(node).strip()
@@ -230,18 +235,17 @@ class Evaluator:
         node = self.tensor(value)
         if node is not None:
             return node
-        line, column = self.position(where)
+        place = self.place(where)
         if isinstance(value, Const):
-            return self.graph.add("const", (), line, column, scope.frames, scope.condition, value=value.value)
+            return self.graph.add("const", (), place, scope.frames, scope.condition, value=value.value)
         if isinstance(value, ModRef):
-            return self.graph.add("attr", (), line, column, scope.frames, scope.condition, name=value.path)
-        return self.graph.add("const", (), line, column, scope.frames, scope.condition, value=None)
+            return self.graph.add("attr", (), place, scope.frames, scope.condition, name=value.path)
+        return self.graph.add("const", (), place, scope.frames, scope.condition, value=None)
 
     def new(self, op: str, inputs, where: cst.CSTNode, scope: Scope, **info) -> Node:
-        line, column = self.position(where)
         if self.loops:
             info.setdefault("loops", self.loops)
-        return self.graph.add(op, inputs, line, column, scope.frames, scope.condition, **info)
+        return self.graph.add(op, inputs, self.place(where), scope.frames, scope.condition, **info)
 
     # ----- functions and statements --------------------------------------------------
 
@@ -1309,5 +1313,5 @@ def _names_in(expr) -> set[str]:
             self.found.add(node.value)
 
     visitor = Names()
-    expr.visit(visitor)
+    walk(expr, visitor)
     return visitor.found

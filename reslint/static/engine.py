@@ -46,11 +46,13 @@ BUILTIN_LAYERS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 BUILTIN_STACKS = {"TransformerEncoder": "TransformerEncoderLayer", "TransformerDecoder": "TransformerDecoderLayer"}
 
 
-def extract_facts(path: str, module: cst.Module, source_path: str | None = None, builders: bool = True) -> FileFacts:
+def extract_facts(path: str, module: cst.Module, source_path: str | None = None, builders: bool = True,
+                  text: str | None = None, tree=None) -> FileFacts:
     """`source_path`: where the file lies (default `path`), to read the project files it relates to
     (through `reslint.project_index`). `builders`: whether to look at the classes of other files that
-    build this file's classes (off for those other files themselves)."""
-    return StaticExtractor(path, module, SourceMap(module), source_path or path, builders).run()
+    build this file's classes (off for those other files themselves). `text` and `tree`: the module's
+    source and CPython's AST of it, to place only the statements a fact reports (see SourceMap)."""
+    return StaticExtractor(path, module, SourceMap(module, text, tree), source_path or path, builders).run()
 
 
 class StaticExtractor:

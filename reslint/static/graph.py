@@ -7,6 +7,7 @@ node belongs to (like torch.fx's `nn_module_stack`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PARAMETRISED_OPS = ("module", "call")
@@ -23,12 +24,28 @@ class Frame:
 class Node:
     op: str
     inputs: tuple[Node, ...]
-    line: int
-    column: int
+    # (line, column), or a function giving them: most nodes' places are never read, and placing
+    # a node costs more than building it
+    place: tuple[int, int] | Callable[[], tuple[int, int]]
     frames: tuple[Frame, ...] = ()
     condition: tuple = ()
     info: dict = field(default_factory=dict)
     users: list[Node] = field(default_factory=list)
+
+    @property
+    def line(self) -> int:
+        return self.position[0]
+
+    @property
+    def column(self) -> int:
+        return self.position[1]
+
+    @property
+    def position(self) -> tuple[int, int]:
+        place = self.place
+        if type(place) is not tuple:
+            place = self.place = place()
+        return place
 
     @property
     def parametrised(self) -> bool:
@@ -61,8 +78,8 @@ class Graph:
         # stack key -> (line, column) where forward runs the blocks
         self.stack_iterations: dict[str, tuple[int, int]] = {}
 
-    def add(self, op: str, inputs, line: int, column: int, frames=(), condition=(), **info) -> Node:
-        node = Node(op, tuple(inputs), line, column, tuple(frames), tuple(condition), info)
+    def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
+        node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info)
         for parent in node.inputs:
             parent.users.append(node)
         self.nodes.append(node)

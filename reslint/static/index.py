@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from reslint.static import torch_api
+from reslint.static.walk import walk
 
 UNKNOWN = object()
 # torch modules a model class may derive from without a forward of its own (`class L(nn.TransformerEncoderLayer)`)
@@ -537,10 +538,7 @@ def argument_calls(module: cst.Module) -> list[cst.Call]:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
                 found.append(node)
 
-    try:
-        module.visit(Calls())
-    except RecursionError:  # a file nested too deep to walk: the options found so far
-        pass
+    walk(module, Calls())  # in no particular order: the defaults are read as a set
     return found
 
 

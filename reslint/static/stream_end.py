@@ -118,7 +118,7 @@ def loaded_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     loaded_configs: set[str] = set()
     for info in index.classes.values():
         visitor = _References(set())
-        info.node.body.visit(visitor)
+        walk(info.node.body, visitor)
         loaded_configs |= visitor.loaded_configs
     return loaded_through_config(classes, loaded_configs)
 
