@@ -90,6 +90,7 @@ class StaticExtractor:
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
         self.norm_kinds_seen = norm_kinds
+        self.ordinary_calls: dict[tuple, Graph | None] = {}  # RL103: (root, assumed flags) -> graph without optional inputs
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
         self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
@@ -249,20 +250,29 @@ class StaticExtractor:
         """The stack's stream end in the model's ordinary call. `root` was evaluated with every forward argument
         given, so `if mask is None: x = self.forward_head(x)` skipped the head that a call without the optional
         mask runs; evaluated again with such tests undecided (both branches), a head that normalises counts."""
+        if (root, assumed) not in self.ordinary_calls:
+            self.ordinary_calls[(root, assumed)] = self._ordinary_call(root, assumed)
+        graph = self.ordinary_calls[(root, assumed)]
+        outputs = graph.stack_outputs.get(key) if graph is not None else None
+        return stream_end(outputs, graph.outputs, stack_sources(graph, key)) if outputs else ""
+
+    def _ordinary_call(self, root: str, assumed: tuple) -> Graph | None:
         info = self.index.classes.get(root)
         forward = self.index.method(info, "forward") if info is not None else None
         if forward is None or not any(_defaults_to_none(param) for param in forward.params.params):
-            return ""
+            return None
         evaluator = Evaluator(self.index, self.positions, self.path)
         evaluator.norm_class_kinds = self.norm_kinds_seen
-        evaluator.assumptions = {flag: value == 0 for (_, flag), value in assumed if _ == "flag"}
+        evaluator.assumptions = {flag: value == 0 for (kind, flag), value in assumed if kind == "flag"}
         evaluator.optional_inputs_undecided = True
+        # A second look only: it neither spends the file's work budget nor reports where it ran out (RL904).
+        steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)
         try:
-            graph = evaluator.evaluate_class(info)
+            return evaluator.evaluate_class(info)
         except BudgetExceeded:
-            return ""
-        outputs = graph.stack_outputs.get(key)
-        return stream_end(outputs, graph.outputs, stack_sources(graph, key)) if outputs else ""
+            return None
+        finally:
+            evaluator.budget.steps, evaluator.budget.hits = steps, hits
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
         # A block seen inside a class that builds it: how that class builds it decides, not the block's
