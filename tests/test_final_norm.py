@@ -19,6 +19,10 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
     (f"{FIXTURES}/rms_spellings.py", 69),  # UnnormalisedLM: nothing before the head
+    (f"{FIXTURES}/stream_end_gated_expert.py", 42),  # ExpertStack: the expert sublayers returned as they are
+    (f"{FIXTURES}/stream_end_hidden_states.py", 94),  # RawStatesEncoder: raw states and a raw stream
+    (f"{FIXTURES}/stream_end_optional_input.py", 80),  # MaskedPoolBackbone: a head without a norm
+    (f"{FIXTURES}/stream_end_subblock/swin.py", 41),  # SwinStage: separator.py's blocks pass it on raw
     (f"{FIXTURES}/vision_language.py", 30),  # Step3p7: a bare Linear projector, features kept in a dict
 ]
 
@@ -37,6 +41,14 @@ EXPECTED_FINAL_NORM = {
     ("rms_spellings.py", "RootRMSNormLM"): True,  # x / torch.sqrt(mean(x**2) + eps)
     ("rms_spellings.py", "UnnormalisedLM"): False,
     ("stages.py", "ImageClassifier"): True,  # next stage's embedding norm; the classifier's norm
+    ("stream_end_gated_expert.py", "GatedExpertLayer"): None,  # mixed back into its input: a residual branch
+    ("stream_end_gated_expert.py", "ExpertStack"): False,
+    ("stream_end_hidden_states.py", "StatesEncoder"): True,  # ln_post on the stream, raw states beside it
+    ("stream_end_hidden_states.py", "RawStatesEncoder"): False,
+    ("stream_end_optional_input.py", "MaskedBackbone"): True,  # the head's norm, run when no mask is given
+    ("stream_end_optional_input.py", "MaskedPoolBackbone"): False,
+    ("stream_end_subblock/swin.py", "SwinLayer"): None,  # a sub-block of separator.py's ATF blocks
+    ("stream_end_subblock/swin.py", "SwinStage"): False,
 }
 
 
@@ -85,6 +97,8 @@ def test_trace_engine_agrees(traced_report):
     # The trace engine also sees the stack of another file inside the model that builds it.
     assert verdicts[("headless_consumer/lm.py", "LanguageModel")] is False
     assert verdicts[("parent_norm/vision.py", "VisionTransformer")] is True
+    # BridgeTower: the parent runs the blocks itself, returns their raw states and normalises the stream.
+    assert verdicts[("stream_end_hidden_states.py", "BridgeModel")] is True
 
 
 def test_static_engine_stays_undecided_where_it_cannot_follow_the_stream(static_report):
@@ -110,3 +124,20 @@ def test_a_file_checked_without_its_consumer_keeps_its_finding():
     """Only files of the run can overrule a stack's file: encoder.py alone still draws RL103."""
     report = check(f"{FIXTURES}/parent_norm/encoder.py", static=True, select="RL103", jobs=1, cache=False, cwd=ROOT)
     assert findings(report) == [(f"{FIXTURES}/parent_norm/encoder.py", 26)]
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "full"])
+def test_a_sub_block_of_another_files_blocks_is_not_where_the_stream_ends(static):
+    """swin.py checked alone: separator.py (outside the run) builds SwinLayer inside the ATF blocks it
+    stacks, and normalises after it, so SwinLayer's own output is no stream end; SwinStage, which
+    separator.py's blocks pass on raw, keeps its finding."""
+    if not static:
+        pytest.importorskip("torch")
+    report = check(f"{FIXTURES}/stream_end_subblock/swin.py", static=static, select="RL103", jobs=1, cache=False,
+                   cwd=ROOT)
+    assert findings(report) == [(f"{FIXTURES}/stream_end_subblock/swin.py", 41)]
+    verdicts = final_norms(report)
+    assert verdicts[("stream_end_subblock/swin.py", "SwinLayer")] is None
+    assert verdicts[("stream_end_subblock/swin.py", "SwinStage")] is False
+    if not static:
+        assert {model.engine for model in report.models} == {"traced (export)"}

@@ -157,6 +157,9 @@ class Evaluator:
         self.assumptions: dict[str, bool] = {}
         self.undecided: list[str] = []
         self.flag_defaults: dict[str, bool] = {}  # configurable flags whose default is known -> that default
+        # RL103's second look at a root: `mask is None` on a forward argument that defaults to None is left
+        # undecided (both branches), so the ordinary call without it is in the graph too.
+        self.optional_inputs_undecided = False
 
     # ----- entry points ---------------------------------------------------------
 
@@ -167,6 +170,9 @@ class Evaluator:
         self_value = SelfRef(info, None)
         scope = Scope(info, self_value, (Frame("module", info.name),), ())
         args = [self_value] + self._fresh_params(forward, scope, skip_self=True)
+        for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
+            if isinstance(param.default, cst.Name) and param.default.value == "None":
+                arg.info["optional"] = True
         result = self._run_function(forward, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
@@ -599,6 +605,8 @@ class Evaluator:
                 if isinstance(left, Const):
                     is_none = left.value is None
                     return is_none if isinstance(comparison.operator, cst.Is) else not is_none
+                if self.optional_inputs_undecided and isinstance(left, Node) and _optional_input(left):
+                    return None
                 if isinstance(left, (ModRef, Node)):
                     return not isinstance(comparison.operator, cst.Is)
         return None
@@ -1302,6 +1310,12 @@ def _activation_lookup(expr) -> bool:
 
 
 COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def _optional_input(node: Node) -> bool:
+    """A root's forward argument that defaults to None, or a merge of it with what a branch put in its place."""
+    return bool(node.info.get("optional")) or node.op == "phi" and any(
+        parent.info.get("optional") for parent in node.inputs)
 
 
 def _names_in(expr) -> set[str]:

@@ -27,7 +27,8 @@ from reslint.static.norms import find_hand_written_norms
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 from reslint.static.sequence_context import markers_elsewhere
-from reslint.static.stream_end import VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm, loaded_classes, reached_into, stream_end
+from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm,
+                                       inside_blocks_elsewhere, loaded_classes, reached_into, stack_sources, stream_end)
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -91,6 +92,8 @@ class StaticExtractor:
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
+        self.norm_kinds_seen = norm_kinds
+        self.ordinary_calls: dict[tuple, Graph | None] = {}  # RL103: (root, assumed flags) -> graph without optional inputs
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
         self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
@@ -112,6 +115,11 @@ class StaticExtractor:
             if key not in self.final_norms and key not in self.passed_on and key.rsplit(".", 1)[-1] not in run_from_outside:
                 self.final_norms[key] = False
                 self.facts.open_streams[key] = roots
+        for key, roots in list(self.facts.open_streams.items()):
+            if self.builders and self.final_norms.get(key) is False and all(
+                    inside_blocks_elsewhere(self.source_path, root, self.facts.reads) for root in roots):
+                self.final_norms[key] = None  # a sub-stack of other files' blocks: their stream ends elsewhere
+                del self.facts.open_streams[key]
         self._finish(module_classes, outermost)
         # The files the project index read for defaults while the classes were evaluated: a cached result
         # goes stale when one of them changes.
@@ -204,13 +212,13 @@ class StaticExtractor:
             else:
                 self.standalone[key] = False
                 self.in_context.update((fact.block, key[:2]))
-        self._collect_stream_ends(graph, root, consumed)
+        self._collect_stream_ends(graph, root, consumed, assumed)
         for key, where in graph.stack_iterations.items():
             self.iterations.setdefault(key, where)
         for chain in self._linear_chains(graph):
             self.chains.setdefault((chain.span.line, chain.span.column), chain)
 
-    def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool) -> None:
+    def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool, assumed: tuple = ()) -> None:
         """RL103: whether each stack's stream, and each imported class's output, is normalised before `root`'s
         output. A root another class consumes has no say where the stream merely reaches its output: the
         consumer decides. Where the consumer builds it as a submodule of this file but none of its evaluations
@@ -218,8 +226,10 @@ class StaticExtractor:
         nobody decides. A root that loses the stream (drops it, stores it where the engine does not follow) has
         no say either."""
         for key, outputs in graph.stack_outputs.items():
-            ending = stream_end(outputs, graph.outputs)
-            if ending == "lost":
+            ending = stream_end(outputs, graph.outputs, stack_sources(graph, key))
+            if ending == "reached" and root:
+                ending = self._ending_without_optional_inputs(root, key, assumed) or ending
+            if ending in ("lost", "branch"):
                 continue
             found = STREAM_END_VERDICTS[ending]
             if found is False and consumed:
@@ -238,6 +248,34 @@ class StaticExtractor:
                 if not (found is False and consumed):
                     self.facts.stream_ends[imported] = _seen_from_several_roots(
                         found, self.facts.stream_ends.get(imported, False))
+
+    def _ending_without_optional_inputs(self, root: str, key: str, assumed: tuple) -> str:
+        """The stack's stream end in the model's ordinary call. `root` was evaluated with every forward argument
+        given, so `if mask is None: x = self.forward_head(x)` skipped the head that a call without the optional
+        mask runs; evaluated again with such tests undecided (both branches), a head that normalises counts."""
+        if (root, assumed) not in self.ordinary_calls:
+            self.ordinary_calls[(root, assumed)] = self._ordinary_call(root, assumed)
+        graph = self.ordinary_calls[(root, assumed)]
+        outputs = graph.stack_outputs.get(key) if graph is not None else None
+        return stream_end(outputs, graph.outputs, stack_sources(graph, key)) if outputs else ""
+
+    def _ordinary_call(self, root: str, assumed: tuple) -> Graph | None:
+        info = self.index.classes.get(root)
+        forward = self.index.method(info, "forward") if info is not None else None
+        if forward is None or not any(_defaults_to_none(param) for param in forward.params.params):
+            return None
+        evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.norm_class_kinds = self.norm_kinds_seen
+        evaluator.assumptions = {flag: value == 0 for (kind, flag), value in assumed if kind == "flag"}
+        evaluator.optional_inputs_undecided = True
+        # A second look only: it neither spends the file's work budget nor reports where it ran out (RL904).
+        steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)
+        try:
+            return evaluator.evaluate_class(info)
+        except BudgetExceeded:
+            return None
+        finally:
+            evaluator.budget.steps, evaluator.budget.hits = steps, hits
 
     def _finish(self, module_classes: list[ClassInfo], outermost: list[ClassInfo]) -> None:
         # A block seen inside a class that builds it: how that class builds it decides, not the block's
@@ -666,6 +704,10 @@ def _prefer(old: ResidualAdd | None, fact: ResidualAdd) -> ResidualAdd:
 
         chosen = replace(chosen, width_mismatch=fact.width_mismatch or old.width_mismatch)
     return chosen
+
+
+def _defaults_to_none(param: cst.Param) -> bool:
+    return isinstance(param.default, cst.Name) and param.default.value == "None"
 
 
 def _seen_from_several_roots(found: bool | None, known: bool | None) -> bool | None:

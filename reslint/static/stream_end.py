@@ -29,9 +29,13 @@ def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
     return VERDICTS[stream_end(outputs, graph_outputs)]
 
 
-def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
+def stream_end(outputs: list[Node], graph_outputs: list[Node], sources: set[int] = frozenset()) -> str:
     """Where the stack's stream ends: "normalised" (a norm bounds it), "reached" (it reaches a head or the
-    root's output raw), "opaque" or "lost".
+    root's output raw), "opaque", "lost" or "branch".
+
+    Branch where the stack's output is added back to the stream it started from (`sources`: the values the
+    stack reads, see `stack_sources`): `alpha * self.experts(h) + (1 - alpha) * h` makes the whole stack the
+    branch of a residual, a sub-stack inside one layer, and the outer model's stream ends elsewhere.
 
     Opaque where the stream leaves what the engine can follow: into a module it cannot see, into a
     call whose result the statement drops (`states.append(x)`: a container the engine does not model),
@@ -42,8 +46,7 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
     follow (`outputs["image"] = features`). A lost stream says nothing about its end.
     """
     returned = {id(node) for node in graph_outputs}
-    reached_end = False
-    opaque = False
+    reached_end = opaque = branch = False
     pending = list(outputs)
     seen = set()
     while pending and len(seen) < SEARCH_LIMIT:
@@ -61,6 +64,9 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
         for user in node.users:
             if _is_loss(user):
                 continue  # a training loss compares predictions: no norm hides there, and nothing flows on
+            if sources and user.op == "add" and _adds_back(user, node, sources):
+                branch = True
+                continue
             if user.parametrised and not _is_known_head(user) and not user.info.get("activation"):
                 # A module we cannot see into (passed in, imported) may normalise: stay undecided.
                 opaque = True
@@ -69,10 +75,38 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node]) -> str:
             pending.append(user)
     if opaque:
         return "opaque"
+    if branch:
+        return "branch"
     return "reached" if reached_end else "lost"
 
 
-VERDICTS = {"normalised": True, "reached": False, "opaque": None, "lost": None}
+VERDICTS = {"normalised": True, "reached": False, "opaque": None, "lost": None, "branch": None}
+GATE_OPS = ("pass", "dropout", "mul", "div")
+
+
+def stack_sources(graph, key: str) -> set[int]:
+    """The values (ids) the stack `key`'s blocks read from outside the stack: its input stream, and masks or
+    positions passed to every block."""
+    inside = [node for node in graph.nodes if any(frame.kind == "stack" and frame.key == key for frame in node.frames)]
+    members = {id(node) for node in inside}
+    return {id(parent) for node in inside for parent in node.inputs
+            if id(parent) not in members and parent.op not in ("const", "attr")}
+
+
+def _adds_back(add: Node, reached: Node, sources: set[int]) -> bool:
+    """Whether another operand of `add` is a stack source, as it is or scaled, gated, cast or dropped out."""
+    for operand in add.inputs:
+        if operand is reached:
+            continue
+        pending, steps = [operand], 0
+        while pending and steps < 16:
+            node = pending.pop()
+            steps += 1
+            if id(node) in sources:
+                return True
+            if node.op in GATE_OPS:
+                pending.extend(node.inputs)
+    return False
 
 
 def _is_loss(node: Node) -> bool:
@@ -200,3 +234,49 @@ def consumed_in_file(path: str) -> frozenset[str]:
         return frozenset()
     classes = [info for info in index.classes.values() if index.is_module_class(info)]
     return frozenset(consumed_classes(index, classes))
+
+
+def inside_blocks_elsewhere(source_path: str, name: str, reads: list[str]) -> bool:
+    """Whether class `name` of `source_path` is a sub-stack of other project files' blocks, and so not where
+    a model's stream ends: every module class of another file that builds it is a repeated block of a stack
+    there (an ATF block running a one-block Swin layer), or repeats it itself (a list of stages), and none of
+    them passes its output on unnormalised (their own stream-end verdicts, `FileFacts.stream_ends`). A class
+    another class builds otherwise, or nothing builds, keeps its own verdict: only files of the run overrule
+    that. `reads` gets the files consulted (a cached result goes stale when one changes)."""
+    from reslint.project_index import ProjectIndex, project_path
+    from reslint.static.engine import extract_facts
+
+    project = ProjectIndex.for_file(source_path)
+    here = project_path(source_path)
+    # A function building it (a factory, a test) makes no model of it that another file's block does not.
+    sites = [site for site in project.construction_sites(source_path, name) if site.path != here and site.scope_is_class]
+    if not sites:
+        return False
+    for site in sites:
+        reads.append(str(site.path))
+        index = project.file_index(site.path, FileIndex)
+        if index is None or not _in_repeated_block(index, site.scope, name):
+            return False
+        facts = project.static_facts(site.path, extract_facts, FileIndex)
+        if facts is None or any(verdict is False and project.resolve(site.path, dotted) == (here, name)
+                                for dotted, verdict in facts.stream_ends.items()):
+            return False
+    return True
+
+
+def _in_repeated_block(index: FileIndex, scope: str, name: str) -> bool:
+    """Whether class `scope` of the file is the element of a repeated container (`nn.ModuleList([ATFBlock(...)
+    for ...])`), or builds class `name` as one (`self.stages = nn.ModuleList([Stage(...) for ...])`)."""
+    def repeated_elements(spec):
+        if spec.kind == "container":
+            for element in spec.elements:
+                if spec.repeated:
+                    yield element.name
+                yield from repeated_elements(element)
+
+    for info in index.classes.values():
+        for spec in info.submodules.values():
+            for element in repeated_elements(spec):
+                if element == scope or info.name == scope and element.rsplit(".", 1)[-1] == name:
+                    return True
+    return False

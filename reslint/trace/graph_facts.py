@@ -14,8 +14,15 @@ from reslint.static.torch_api import SEQUENCE_MODULES
 from reslint.trace.attribution import Attribution
 from reslint.trace.fx_graph import SEARCH_BUDGET, FxGraph, format_shape, shape_of
 from reslint.trace.norm_recognition import NormRecognizer
-from reslint.trace.op_tables import ALWAYS_PARAMETRISED, BATCH_NORM_OPS, LAYER_NORM_OPS, SHAPE_ONLY_OPS
+from reslint.trace.op_tables import (ADD_OPS, ALWAYS_PARAMETRISED, BATCH_NORM_OPS, LAYER_NORM_OPS, PASS_OPS,
+                                     SHAPE_ONLY_OPS)
 from reslint.trace.residual_search import Residual, ResidualSearch
+
+
+# Ops that keep the stream itself (views, casts, layout): a norm reached through them normalises the stream.
+STREAM_VIEW_OPS = PASS_OPS | {"permute", "transpose", "t", "getitem", "unsqueeze", "squeeze", "flatten", "expand",
+                              "narrow", "slice", "select", "unflatten"}
+GATE_OPS = PASS_OPS | {"mul", "mul_", "div", "div_"}
 
 
 class GraphFacts:
@@ -61,6 +68,7 @@ class GraphFacts:
             info = stacks.setdefault(key, {"owner": owner, "attr": attr, "holder": holder, "adds": [],
                                            "builtin": bool(builtin)})
             info["adds"].append(add)
+            info.setdefault("skips", {})[add] = residual.skip
         skip_shape = shape_of(residual.skip_term)
         branch_shapes = [shape_of(b) for b in residual.branches]
         branch_shape = branch_shapes[0] if branch_shapes else None
@@ -121,7 +129,8 @@ class GraphFacts:
             block_classes = tuple(dict.fromkeys(type(c).__name__ for c in children))
         if final_norm is None:
             last = max(info["adds"], key=lambda n: self.graph.index[n])
-            final_norm = self._final_norm(last)
+            first = min(info["adds"], key=lambda n: self.graph.index[n])
+            final_norm = self._final_norm(last, info["skips"].get(first))
         owner_line = self.where.source_index.attribute_line(info["owner"], info["attr"].split(".")[0]) \
             if self.where.source_index else None
         span = Span(self.path, owner_line, self.where.source_index.attribute_column(info["owner"],
@@ -133,30 +142,55 @@ class GraphFacts:
                      block_classes=block_classes, depth=depth, final_norm=final_norm,
                      iteration=self.where.iteration_span(first, info["attr"], info["builtin"]))
 
-    def _final_norm(self, start) -> bool | None:
+    def _final_norm(self, start, source=None) -> bool | None:
         """Whether every path from the stack's output to the graph output passes a norm (LayerNorm, RMSNorm in
         any spelling, L2 normalisation); None when no path reaches the output, or the output is not where the
-        stream ends (another class of the file consumes the traced model: it decides)."""
-        pending, seen = [start], set()
-        reached_end = normalised = False
+        stream ends (another class of the file consumes the traced model, or other files' blocks run it: they
+        decide), or the stack's output is added back to `source`, the stream entering its first block (the
+        stack is the branch of a residual: `alpha * experts(h) + (1 - alpha) * h`). A norm applied to the stream
+        itself (through views and casts: `ln_post(x.permute(1, 0, 2))`) ends it even where raw copies of the
+        per-layer states are returned beside it (`hidden_states=(...)`)."""
+        pending, seen = [(start, True)], set()
+        reached_end = normalised = on_stream = branch = False
         while pending and len(seen) < SEARCH_BUDGET:
-            node = pending.pop()
-            if node in seen:
+            node, direct = pending.pop()
+            if (node, direct) in seen:
                 continue
-            seen.add(node)
+            seen.add((node, direct))
             if node is not start and self._normalises(node):
                 normalised = True
+                on_stream = on_stream or direct
                 continue
             for user in node.users:
+                op = self.graph.ops.get(user)
                 if user.op == "output":
                     reached_end = True
-                elif self.graph.ops[user] == "type_as" and user.args[0] is not node:
+                elif op == "type_as" and user.args[0] is not node:
                     continue  # `normed.type_as(x)`: x gives only its dtype
-                elif self.graph.ops[user] not in SHAPE_ONLY_OPS:
-                    pending.append(user)
-        if reached_end:
+                elif op in ADD_OPS and source is not None and self._adds_back(user, node, source):
+                    branch = True
+                elif op not in SHAPE_ONLY_OPS:
+                    pending.append((user, direct and (op in STREAM_VIEW_OPS or self._normalises(user))))
+        if branch:
+            return True if normalised else None
+        if reached_end and not on_stream:
             return None if self._consumed() else False
         return True if normalised else None
+
+    def _adds_back(self, add, reached, source) -> bool:
+        """Whether another operand of `add` is `source`, as it is or scaled, gated, cast or dropped out."""
+        for operand in self.graph.data_inputs(add):
+            if operand is reached:
+                continue
+            pending, steps = [operand], 0
+            while pending and steps < 16:
+                node = pending.pop()
+                steps += 1
+                if node is source:
+                    return True
+                if self.graph.ops.get(node) in GATE_OPS:
+                    pending.extend(self.graph.data_inputs(node))
+        return False
 
     def _normalises(self, node) -> bool:
         return node in self.norms or self.graph.ops[node] in LAYER_NORM_OPS or self.recognizer.divides_by_own_norm(node)
@@ -164,10 +198,11 @@ class GraphFacts:
     def _consumed(self) -> bool:
         """Whether another class of the checked file builds the traced model (through AutoModel, `_from_config`,
         an inherited constructor): its output is then not where the stream ends."""
-        from reslint.static.stream_end import consumed_in_file
+        from reslint.static.stream_end import consumed_in_file, inside_blocks_elsewhere
 
         name = getattr(self.capture, "model_name", "")
-        return bool(name) and name in consumed_in_file(self.where.real_path)
+        return bool(name) and (name in consumed_in_file(self.where.real_path)
+                               or inside_blocks_elsewhere(str(self.where.real_path), name, []))
 
     def _sequence_markers(self) -> tuple[str, ...]:
         markers = []
