@@ -508,6 +508,8 @@ class ProjectIndex:
         names, modules = set(), set()
         for statement in self.imports(candidate):
             prefix = "." * statement.level + statement.module
+            if not statement.local_names:  # `from module import *` binds no name we can follow
+                continue
             if not statement.names:  # `import a.b as m` binds m to a.b; `import a.b` binds only a
                 if statement.local_names[0] != statement.module.split(".")[0] or "." not in statement.module:
                     if self.module_file(candidate, statement.module) == target:

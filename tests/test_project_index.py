@@ -131,6 +131,17 @@ def test_construction_sites_are_confirmed_through_the_callers_imports(tmp_path):
                                          ("main.py", 5, "build", False)]
 
 
+def test_a_star_import_of_the_defining_module_binds_nothing_to_follow(tmp_path):
+    # transformers/integrations/executorch.py-like neighbours: `from module import *` once crashed the search
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "conv.py": "class ConvModule:\n    pass\n",
+        "star.py": "from conv import *\nfrom conv import ConvModule\n\n\ndef build():\n    return ConvModule()\n",
+    })
+    sites = ProjectIndex.for_file(tmp_path / "conv.py").construction_sites(tmp_path / "conv.py", "ConvModule")
+    assert [(site.path.name, site.line, site.scope) for site in sites] == [("star.py", 6, "build")]
+
+
 def test_references_count_where_an_init_or_a_function_names_the_class(tmp_path):
     write(tmp_path, {
         "pyproject.toml": "",
