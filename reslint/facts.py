@@ -20,6 +20,12 @@ class Span:
     column: int = 1
 
 
+# What a hand-written normalisation is for (reslint.static.norms.decide_norm_role decides it for both engines):
+LAYER = "layer"  # normalises an activation: a norm module or function, or a norm inline in a forward
+INPUT_SCALING = "input-scaling"  # one-off scaling of a model's raw input (`wav / wav.std()`), often undone at the output
+LOSS_TARGET = "loss-target"  # MAE's per-patch targets: only compared with a prediction in a loss
+
+
 @dataclass(frozen=True)
 class NormOp:
     """A normalisation: an nn module, a functional call, or hand-written arithmetic."""
@@ -33,6 +39,7 @@ class NormOp:
     unbiased_variance: Span | None = None  # the var/std call using Bessel's correction
     missing_eps: Span | None = None  # the division by sqrt(var)/std without an epsilon
     in_sequence_model: bool = False  # its owner is part of a model that processes sequences
+    role: str = LAYER  # hand-written: LAYER, INPUT_SCALING or LOSS_TARGET
 
     @property
     def label(self) -> str:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from reslint.facts import FileFacts
+from reslint.facts import LAYER, FileFacts
 from reslint.findings import Finding
 from reslint.settings import Settings
 
 
 def check(facts: FileFacts, settings: Settings):
     for norm in facts.norms:
-        if norm.form != "hand-written" or norm.unbiased_variance is None:
+        if norm.form != "hand-written" or norm.unbiased_variance is None or norm.role != LAYER:
             continue
         where = norm.unbiased_variance
         yield Finding(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from reslint.facts import FileFacts
+from reslint.facts import LAYER, FileFacts
 from reslint.findings import Finding
 from reslint.settings import Settings
 
 
 def check(facts: FileFacts, settings: Settings):
     for norm in facts.norms:
-        if norm.spans_sequence is None or not norm.in_sequence_model:
+        # Scaling a raw input over time (a waveform by its RMS) is not a layer mixing positions.
+        if norm.spans_sequence is None or not norm.in_sequence_model or norm.role != LAYER:
             continue
         where = norm.spans_sequence
         yield Finding(

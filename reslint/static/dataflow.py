@@ -931,6 +931,11 @@ class Evaluator:
         return self.call(callee, args, kwargs, expr, scope)
 
     def call(self, callee, args: list, kwargs: dict, where: cst.Call, scope: Scope):
+        called = callee.spec.name if isinstance(callee, ModRef) and callee.spec.kind != "container" else (
+            callee.func.name.value if isinstance(callee, Function) else getattr(callee, "name", None))
+        if isinstance(called, str) and torch_api.is_stochastic_depth(called):
+            data = self._data_args(args, kwargs)[:1]
+            return self.new("dropout", data, where, scope, name=self.code(where.func)) if data else UNKNOWN_VALUE
         if isinstance(callee, ModRef):
             return self.call_module(callee, args, kwargs, where, scope)
         if isinstance(callee, ElemRef):

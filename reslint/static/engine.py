@@ -23,7 +23,7 @@ from itertools import product
 from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
-from reslint.static.norms import find_hand_written_norms
+from reslint.static.norms import LAYER, find_hand_written_norms, norm_role
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 from reslint.static.sequence_context import markers_elsewhere
@@ -153,8 +153,7 @@ class StaticExtractor:
             except BudgetExceeded:
                 continue
             for norm in find_hand_written_norms(graph):
-                fact = self._hand_written_fact(norm)
-                self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
+                self._add_hand_norm(self._hand_written_fact(norm, norm_role(norm, graph, model_inputs=False)))
 
     def _evaluations(self, info: ClassInfo, norm_kinds):
         """One graph per assignment of the configuration flags the forward branches on (at most two flags),
@@ -199,10 +198,7 @@ class StaticExtractor:
                 self.alternative_facts.setdefault((fact.span.line, fact.span.column, fact.stack, other), fact)
             return
         for norm in find_hand_written_norms(graph):
-            if _loss_target(norm.output):
-                continue  # MAE's per-patch target normalisation: statistics of a target, not a norm layer
-            fact = self._hand_written_fact(norm)
-            self.hand_norms.setdefault((fact.span.line, fact.span.column), fact)
+            self._add_hand_norm(self._hand_written_fact(norm, norm_role(norm, graph, model_inputs=not consumed)))
         for residual in find_residuals(graph, self.index):
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
@@ -597,7 +593,13 @@ class StaticExtractor:
         unique = {(n.span.line, n.span.column): n for n in norms}
         return list(unique.values())
 
-    def _hand_written_fact(self, norm) -> NormOp:
+    def _add_hand_norm(self, fact: NormOp) -> None:
+        """A norm seen from several roots: a layer wherever one root sees it as a layer."""
+        key = (fact.span.line, fact.span.column)
+        if key not in self.hand_norms or fact.role == LAYER != self.hand_norms[key].role:
+            self.hand_norms[key] = fact
+
+    def _hand_written_fact(self, norm, role: str) -> NormOp:
         output = norm.output
         unbiased = None
         if norm.variance is not None and _uses_bessel(norm.variance):
@@ -610,7 +612,7 @@ class StaticExtractor:
                 break
         return NormOp(kind=norm.kind, form="hand-written", span=self.node_span(output), owner=output.owner,
                       variant="hand-written", spans_sequence=sequence, unbiased_variance=unbiased,
-                      missing_eps=None if norm.has_eps else self.node_span(output))
+                      missing_eps=None if norm.has_eps else self.node_span(output), role=role)
 
     def _channels_first(self, owner: str) -> bool:
         """A LayerNorm2d-style class (`weight[:, None, None] * x`): dim 1 is channels, not time."""
@@ -650,26 +652,6 @@ class StaticExtractor:
         inner = first.arg(1, "out_features")
         inner_text = self.positions.code(inner) if inner is not None else ""
         return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
-
-
-def _loss_target(output: Node) -> bool:
-    """Whether a normalised value only ends up compared with a prediction in a loss (`(pred - target) ** 2`,
-    `mse_loss(pred, target)`), never entering a layer."""
-    compared = False
-    pending, seen = [output], set()
-    while pending and len(seen) < 2000:
-        node = pending.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for user in node.users:
-            name = str(user.info.get("name") or user.info.get("function") or "").lower()
-            if "loss" in name or user.op == "sub":
-                compared = True
-            elif user.parametrised or user.op == "norm":
-                return False
-            pending.append(user)
-    return compared
 
 
 def _is_linear(node: Node) -> bool:

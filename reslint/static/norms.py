@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reslint.facts import INPUT_SCALING, LAYER, LOSS_TARGET
 from reslint.static.graph import Graph, Node, ancestors, data_inputs, strip_passthrough
 
 
@@ -227,3 +228,81 @@ def torch_norm_base(info) -> str | None:
         if member in torch_api.NORM_MODULES:
             return torch_api.NORM_MODULES[member]
     return None
+
+
+# ----- what a hand-written normalisation is for --------------------------------------------------
+# One decision for both engines: RL401/RL402 belong to normalisation layers, RL403 to any division by a
+# standard deviation that data can make zero; the statistics of a loss target are neither.
+
+
+def decide_norm_role(*, loss_target: bool, scales_model_input: bool, is_output: bool, rescaled: bool) -> str:
+    """`scales_model_input`: it normalises a raw input of the outermost model; `is_output`: the normalised
+    value (after its affine step) is what the function returns, i.e. the function is a norm; `rescaled`: a
+    learned affine step (`* self.gamma`) follows."""
+    if loss_target:
+        return LOSS_TARGET
+    if scales_model_input and not is_output and not rescaled:
+        return INPUT_SCALING
+    return LAYER
+
+
+def norm_role(norm: HandWrittenNorm, graph: Graph, model_inputs: bool) -> str:
+    """The role of a hand-written norm found in `graph`; `model_inputs`: the graph's inputs are the raw inputs
+    of a model (its root class is built by no other class of the file)."""
+    return decide_norm_role(
+        loss_target=loss_target(norm.output),
+        scales_model_input=model_inputs and _from_inputs_only(norm.source),
+        is_output=_returned(norm.output, graph), rescaled=_rescaled(norm.output))
+
+
+def loss_target(output: Node) -> bool:
+    """Whether a normalised value only ends up compared with a prediction in a loss (`(pred - target) ** 2`,
+    `mse_loss(pred, target)`), never entering a layer."""
+    compared = False
+    pending, seen = [output], set()
+    while pending and len(seen) < 2000:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            name = str(user.info.get("name") or user.info.get("function") or "").lower()
+            if "loss" in name or user.op == "sub":
+                compared = True
+            elif user.parametrised or user.op == "norm":
+                return False
+            pending.append(user)
+    return compared
+
+
+def _from_inputs_only(source: Node) -> bool:
+    """`input` or `input[..., None]` under an `if`: a forward's parameter, untouched by any layer."""
+    pending, seen = [source], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op == "input":
+            continue
+        if node.op not in ("pass", "phi", "dropout") or not node.inputs:
+            return False
+        pending.extend(data_inputs(node))
+    return True
+
+
+def _after_affine(output: Node) -> Node:
+    node = output
+    while len(node.users) == 1 and node.users[0].op in ("mul", "add", "pass") and len(data_inputs(node.users[0])) == 1:
+        node = node.users[0]
+    return node
+
+
+def _returned(output: Node, graph: Graph) -> bool:
+    return any(strip_passthrough(out, allow_scale=True)[0] is _after_affine(output) or out is _after_affine(output)
+               for out in graph.outputs)
+
+
+def _rescaled(output: Node) -> bool:
+    """A learned affine step reads it: `x_hat * self.gamma + self.beta`."""
+    return any(user.op in ("mul", "add") and any(i.op == "attr" for i in user.inputs) for user in output.users)

@@ -76,7 +76,7 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
                 residual.placement, stream_continues=_stream_continues(residual.add, skips),
                 sum_normed_in_block=any(_same_block(residual.add, norm)
                                         for norm in norms_by_source.get(id(residual.add), []))
-                and not _flows_on_unnormalised(residual.add))
+                and not _flows_on_unnormalised(residual.add) and not _feeds_own_stack(residual.add, graph))
     # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
     # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
     streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
@@ -118,6 +118,27 @@ def _flows_on_unnormalised(add: Node, limit: int = 12) -> bool:
             if user.op in ("add", "sub") and len(data_inputs(user)) >= 2:
                 return True
             pending.append((user, steps + 1))
+    return False
+
+
+def _feeds_own_stack(add: Node, graph: Graph, limit: int = 400) -> bool:
+    """Whether the sum goes on into a stack of blocks that the module performing the add runs: the add is
+    that model's embedding stage (wav2vec 2.0's `x + pos_conv(x)`), the norm after it the embedding norm."""
+    depth = max((i + 1 for i, frame in enumerate(add.frames) if frame.kind == "module"), default=0)
+    own = add.frames[:depth]
+    # A stack whose blocks the engine could not see is a call of the container in a loop (`layer(x)`).
+    containers = {"self." + key.split(".", 1)[-1] for key in graph.stack_iterations}
+    pending, seen = list(add.users), set()
+    while pending and len(seen) < limit:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.frames[:depth] == own and (any(frame.kind == "stack" for frame in node.frames[depth:]) or (
+                node.op == "module" and node.info.get("name") in containers
+                and set(node.info.get("loops", ())) > set(add.info.get("loops", ())))):
+            return True
+        pending.extend(node.users)
     return False
 
 

@@ -108,6 +108,12 @@ def torch_member(qualified: str) -> str | None:
     return None
 
 
+def is_stochastic_depth(name: str) -> bool:
+    """timm's DropPath/drop_path, torchvision's StochasticDepth/stochastic_depth: a dropout of the whole branch,
+    whichever file defines it."""
+    return name.rsplit(".", 1)[-1].lower().replace("_", "") in ("droppath", "stochasticdepth")
+
+
 def norm_kind_from_name(name: str) -> str | None:
     """Classify a norm class we cannot see (imported from elsewhere) by its name."""
     lowered = name.rsplit(".", 1)[-1].lower()

@@ -89,7 +89,8 @@ class ResidualSearch:
                     residual.placement, stream_continues=self._stream_continues(residual.add, skips),
                     sum_normed_in_block=any(self.where.same_block(residual.add, norm)
                                             and not self._after_loop(residual.add, norm, runs)
-                                            for norm in by_source.get(residual.add, [])))
+                                            for norm in by_source.get(residual.add, []))
+                    and not (runs[self._line(residual.add)] == 1 and self._feeds_own_stack(residual.add)))
         # A position term added to the stream (`with_pos_embed(output, query_pos)`) is not a stream itself:
         # the stream is what normed residuals (Pre-LN, Post-LN) skip with.
         streams = {node for r in residuals if r.placement in ("pre", "post", "sandwich")
@@ -228,6 +229,24 @@ class ResidualSearch:
             kind = OTHER
         return Step(kind, own=self.where.module_parent(node) == owner,
                     normalises=node in self.norms or op in LAYER_NORM_OPS)
+
+    def _feeds_own_stack(self, add, limit: int = 400) -> bool:
+        """Whether the sum goes on into a stack of blocks held by the module performing the add: the add is
+        that model's embedding stage (wav2vec 2.0's `x + pos_conv(x)`), the norm after it the embedding norm.
+        Asked only of an add the graph runs once: a loop body (`x = norm(x + layer(x))`) unrolls into many."""
+        own = self.where.owner_path(add)
+        inside = self.where.stack_of(add)
+        pending, seen = list(add.users), set()
+        while pending and len(seen) < limit:
+            node = pending.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            found = self.where.stack_of(node)
+            if found is not None and found != inside and (not own or found[3].startswith(own + ".")):
+                return True
+            pending.extend(node.users)
+        return False
 
     def _stream_continues(self, add, skips) -> bool:
         pending, seen = [add], set()
