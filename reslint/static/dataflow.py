@@ -547,6 +547,10 @@ class Evaluator:
 
     def _config_value(self, info, expr, field):
         name, default = field
+        if isinstance(expr, cst.Call):  # `kwargs.get(KEY, DEFAULT)`: what the caller's `**kwargs` holds by default
+            value = self.index.fold_config_get(info, expr)
+            if value is not UNKNOWN:
+                return value
         value = self.index.config_field(name)
         if value is UNKNOWN and default is not None:
             value = self.index.fold(info, default)

@@ -21,6 +21,8 @@ import libcst as cst
 from reslint.static import torch_api
 
 UNKNOWN = object()
+# Names a configuration object goes by, whose `.get(KEY, DEFAULT)` reads a config field.
+CONFIG_OBJECT_NAMES = ("config", "cfg", "args", "opt", "opts", "hparams", "kwargs", "params")
 # torch modules a model class may derive from without a forward of its own (`class L(nn.TransformerEncoderLayer)`)
 TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
@@ -286,6 +288,10 @@ class FileIndex:
         if isinstance(expr, cst.Name) and expr.value in info.init_defaults:
             return ModuleSpec("passed", expr.value, expr, info)
         if isinstance(expr, cst.IfExp):
+            # `nn.LayerNorm(d) if kwargs.get("layer_norm", "post") == "pre" else None`: the branch its defaults take
+            decided = self.fold(info, expr.test)
+            if isinstance(decided, bool):
+                return self.spec_from_expr(info, expr.body if decided else expr.orelse, local_specs)
             body = self.spec_from_expr(info, expr.body, local_specs)
             orelse = self.spec_from_expr(info, expr.orelse, local_specs)
             return body or orelse
@@ -458,8 +464,44 @@ class FileIndex:
                 value = self.attr_value(info, expr.attr.value)
                 return self.fold(info, value, depth + 1) if value is not None else UNKNOWN
             return self.config_field(expr.attr.value, depth)
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+        if isinstance(expr, cst.Call):
+            return self.fold_config_get(info, expr, depth)
+        if isinstance(expr, cst.IfExp):
+            decided = self.fold(info, expr.test, depth + 1)
+            return self.fold(info, expr.body if decided else expr.orelse, depth + 1) \
+                if isinstance(decided, bool) else UNKNOWN
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            left = self.fold(info, expr.left, depth + 1)
+            right = self.fold(info, expr.comparisons[0].comparator, depth + 1)
+            if left is UNKNOWN or right is UNKNOWN or not is_hashable(left) or not is_hashable(right):
+                return UNKNOWN
+            operator = type(expr.comparisons[0].operator)
+            if operator in (cst.Equal, cst.Is):
+                return left == right
+            if operator in (cst.NotEqual, cst.IsNot):
+                return left != right
             return UNKNOWN
+        return UNKNOWN
+
+    def fold_config_get(self, info: ClassInfo | None, call: cst.Call, depth: int = 0):
+        """`kwargs.get("layer_norm", "pre")`: the default when the caller leaves the key out, which is what
+        `**kwargs` holds by default; `cfg.get(KEY, DEFAULT)` on a config object: the project's config default
+        for KEY, else DEFAULT. UNKNOWN for any other call."""
+        func = call.func
+        args = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("get", "pop") and args
+                and isinstance(args[0], cst.SimpleString)):
+            return UNKNOWN
+        base = func.value.attr if is_self_attr(func.value) else func.value
+        key = string_value(args[0])
+        default = self.fold(info, args[1], depth + 1) if len(args) > 1 else None
+        if not isinstance(base, cst.Name) or key is None:
+            return UNKNOWN
+        if info is not None and base.value == var_keywords(info):
+            return default
+        if base.value.lower() in CONFIG_OBJECT_NAMES:
+            value = self.config_field(key, depth)
+            return default if value is UNKNOWN else value
         return UNKNOWN
 
     def config_field(self, name: str, depth: int = 0):
@@ -518,6 +560,13 @@ class FileIndex:
                     found.setdefault(name, []).append(default)
             self._argument_defaults = found
         return self._argument_defaults
+
+
+def var_keywords(info: ClassInfo) -> str | None:
+    """The name of `__init__`'s `**kwargs` parameter, if it has one."""
+    init = info.methods.get("__init__")
+    star = init.params.star_kwarg if init is not None else None
+    return star.name.value if star is not None else None
 
 
 def is_hashable(value) -> bool:
