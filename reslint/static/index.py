@@ -289,8 +289,8 @@ class FileIndex:
             return ModuleSpec("passed", expr.value, expr, info)
         if isinstance(expr, cst.IfExp):
             # `nn.LayerNorm(d) if kwargs.get("layer_norm", "post") == "pre" else None`: the branch its defaults take
-            decided = self.fold(info, expr.test)
-            if isinstance(decided, bool):
+            decided = self.fold(info, expr.test) if reads_config_default(expr.test) else UNKNOWN
+            if isinstance(decided, bool):  # (a test on a named parameter is each construction's: see `fold`)
                 return self.spec_from_expr(info, expr.body if decided else expr.orelse, local_specs)
             body = self.spec_from_expr(info, expr.body, local_specs)
             orelse = self.spec_from_expr(info, expr.orelse, local_specs)
@@ -466,7 +466,9 @@ class FileIndex:
             return self.config_field(expr.attr.value, depth)
         if isinstance(expr, cst.Call):
             return self.fold_config_get(info, expr, depth)
-        if isinstance(expr, cst.IfExp):
+        if isinstance(expr, cst.IfExp) and reads_config_default(expr.test):
+            # Only a test on a config read (`kwargs.get("layer_norm", "post") == "pre"`): a test on a named
+            # parameter (`if add_norm`) is what each construction sets (`Layer(dim, add_norm=i == depth - 1)`).
             decided = self.fold(info, expr.test, depth + 1)
             return self.fold(info, expr.body if decided else expr.orelse, depth + 1) \
                 if isinstance(decided, bool) else UNKNOWN
@@ -560,6 +562,19 @@ class FileIndex:
                     found.setdefault(name, []).append(default)
             self._argument_defaults = found
         return self._argument_defaults
+
+
+def reads_config_default(expr: cst.BaseExpression) -> bool:
+    """Whether the expression reads a config value with a default (`kwargs.get("key", default)`)."""
+    found = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop"):
+                found.append(node)
+
+    expr.visit(Reads())
+    return bool(found)
 
 
 def var_keywords(info: ClassInfo) -> str | None:

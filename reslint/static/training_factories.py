@@ -132,7 +132,7 @@ class DefaultReturns:
         for wanted in (WARMUP_YES, WARMUP_UNKNOWN):
             for value in ordered(by_default):
                 if isinstance(value, tuple) and value[0] == wanted:
-                    return value
+                    return wanted, f"`{self.function.name}()` ({where}) by default: {value[1]}"
         if OTHER in by_default:
             return WARMUP_UNKNOWN, f"`{self.function.name}()` ({where}) not resolved statically"
         chosen = next(value for value in ordered(by_default) if isinstance(value, tuple))
