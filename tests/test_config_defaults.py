@@ -137,9 +137,9 @@ def test_the_layers_file_is_part_of_the_cached_result_of_the_stack_that_builds_t
     args = ("check", "--static", "--select", "RL103", "--output-format", "json", ".")
     assert codes(run_reslint(*args, cwd=project).stdout) == [("encoder.py", "RL103", 17)]
     layers = project / "layers.py"
-    # the encoder layer ignores its flag and is always Post-LN: the encoder's stack is no Pre-LN stack any more
+    # the layers ignore their flag and are always Post-LN: the encoder's stack is no Pre-LN stack any more
     layers.write_text(layers.read_text(encoding="utf-8").replace(
         'if self.layer_norm_position == "pre":\n            x = self.norm(x)\n        x = self.ff(x) + residual\n'
         '        if self.layer_norm_position == "post":',
-        'x = self.ff(x) + residual\n        if True:', 1), encoding="utf-8")
+        'x = self.ff(x) + residual\n        if True:'), encoding="utf-8")
     assert codes(run_reslint(*args, cwd=project).stdout) == []

@@ -226,14 +226,15 @@ KWARGS_DEFAULTS_FINDINGS = [
     ("kwargs_defaults_post/encoder.py", 17, "RL103", NO_FINAL_NORM),
     ("kwargs_defaults_post/training.py", 10, "RL301",
      "`build_optimizer() (torch.optim.Adam)` trains a Post-LN model (`DecoderLayer` at "
-     "fixtures/project/kwargs_defaults_post/layers.py:34) without learning-rate warmup: `build_scheduler()` "
+     "fixtures/project/kwargs_defaults_post/layers.py:54) without learning-rate warmup: `build_scheduler()` "
      "(builders.py:10) returns no scheduler with the configuration's defaults: the learning rate stays constant; at "
      "initialisation Post-LN's gradients near the output are large and the full learning rate makes training diverge "
      "(Xiong et al. 2020); warm up over the first steps (LinearLR/SequentialLR, get_linear_schedule_with_warmup, "
      "warmup_steps) or use Pre-LN with a final norm"),
 ] + [(f"kwargs_defaults_{variant}/layers.py", line, "RL101",
       f"`{layer}` uses Post-LN: the norm follows `residual + self.ff(x)`; {POST_LN_TAIL}")
-     for variant in ("post", "raises", "warmup") for line, layer in ((17, "EncoderLayer"), (34, "DecoderLayer"))]
+     for variant in ("post", "raises", "warmup")
+     for line, layer in ((19, "FeedForward"), (37, "EncoderLayer"), (54, "DecoderLayer"))]
 STATIC_FINDINGS += KWARGS_DEFAULTS_FINDINGS
 # The traced models add what running them shows, where they are built: the Post-LN layers a stack of
 # model.py builds, and the BatchNorm1d at the place the Conformer block builds its convolution module.
