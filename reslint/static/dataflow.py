@@ -15,8 +15,8 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
-from reslint.static.index import (UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr, literal_number, small_power,
-                                  string_value)
+from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
+                                  literal_number, small_power, string_value)
 
 MAX_INLINE_DEPTH = 12
 # The evaluator's budget: a checked file must not make it build huge values or do unbounded work
@@ -547,10 +547,6 @@ class Evaluator:
 
     def _config_value(self, info, expr, field):
         name, default = field
-        if isinstance(expr, cst.Call):  # `kwargs.get(KEY, DEFAULT)`: what the caller's `**kwargs` holds by default
-            value = self.index.fold_config_get(info, expr)
-            if value is not UNKNOWN:
-                return value
         value = self.index.config_field(name)
         if value is UNKNOWN and default is not None:
             value = self.index.fold(info, default)
@@ -1244,7 +1240,7 @@ class RecordValue(TupleValue):
         self.fields = fields
 
 
-CONFIG_OBJECTS = ("config", "cfg", "args", "opt", "opts", "hparams", "kwargs", "params")
+CONFIG_OBJECTS = CONFIG_OBJECT_NAMES
 
 
 def _config_field(expr: cst.BaseExpression):

@@ -486,9 +486,9 @@ class FileIndex:
         return UNKNOWN
 
     def fold_config_get(self, info: ClassInfo | None, call: cst.Call, depth: int = 0):
-        """`kwargs.get("layer_norm", "pre")`: the default when the caller leaves the key out, which is what
-        `**kwargs` holds by default; `cfg.get(KEY, DEFAULT)` on a config object: the project's config default
-        for KEY, else DEFAULT. UNKNOWN for any other call."""
+        """`kwargs.get("layer_norm", "pre")`, `cfg.get(KEY, DEFAULT)` on a config object: the project's config
+        default for KEY (a config class's field), else DEFAULT, what the key left out holds. UNKNOWN for any
+        other call."""
         func = call.func
         args = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
         if not (isinstance(func, cst.Attribute) and func.attr.value in ("get", "pop") and args
@@ -499,8 +499,6 @@ class FileIndex:
         default = self.fold(info, args[1], depth + 1) if len(args) > 1 else None
         if not isinstance(base, cst.Name) or key is None:
             return UNKNOWN
-        if info is not None and base.value == var_keywords(info):
-            return default
         if base.value.lower() in CONFIG_OBJECT_NAMES:
             value = self.config_field(key, depth)
             return default if value is UNKNOWN else value
@@ -575,13 +573,6 @@ def reads_config_default(expr: cst.BaseExpression) -> bool:
 
     expr.visit(Reads())
     return bool(found)
-
-
-def var_keywords(info: ClassInfo) -> str | None:
-    """The name of `__init__`'s `**kwargs` parameter, if it has one."""
-    init = info.methods.get("__init__")
-    star = init.params.star_kwarg if init is not None else None
-    return star.name.value if star is not None else None
 
 
 def is_hashable(value) -> bool:
