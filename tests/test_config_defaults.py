@@ -118,7 +118,7 @@ def project(tmp_path):
 
 def test_the_scheduler_factorys_file_is_part_of_the_cached_result(project):
     args = ("check", "--static", "--select", "RL103,RL301", "--output-format", "json", ".")
-    assert codes(run_reslint(*args, cwd=project).stdout) == [("encoder.py", "RL103", 17), ("training.py", "RL301", 10)]
+    assert codes(run_reslint(*args, cwd=project).stdout) == [("encoder.py", "RL103", 17), ("training.py", "RL301", 11)]
     builders = project / "builders.py"
     builders.write_text(builders.read_text(encoding="utf-8").replace(
         'name = cfg.get("scheduling", None)', 'name = cfg.get("scheduling", "warmup")').replace(
@@ -129,7 +129,7 @@ def test_the_scheduler_factorys_file_is_part_of_the_cached_result(project):
     assert codes(result.stdout) == [("encoder.py", "RL103", 17)]
     warmups = {model["name"]: model["warmup"] for model in json.loads(result.stdout)["models"]}
     assert warmups["Decoder"] == (
-        "yes (training.py:11: build_scheduler(), `build_scheduler()` (builders.py:10) by default: LinearLR ramps "
+        "yes (training.py:12: build_scheduler(), `build_scheduler()` (builders.py:10) by default: LinearLR ramps "
         "from 0.01 to 1)")
 
 

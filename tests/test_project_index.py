@@ -224,7 +224,7 @@ STATIC_FINDINGS = [
 # keeps its layers' Post-LN default and the scheduler factory returns no scheduler by default.
 KWARGS_DEFAULTS_FINDINGS = [
     ("kwargs_defaults_post/encoder.py", 17, "RL103", NO_FINAL_NORM),
-    ("kwargs_defaults_post/training.py", 10, "RL301",
+    ("kwargs_defaults_post/training.py", 11, "RL301",
      "`build_optimizer() (torch.optim.Adam)` trains a Post-LN model (`DecoderLayer` at "
      "fixtures/project/kwargs_defaults_post/layers.py:54) without learning-rate warmup: `build_scheduler()` "
      "(builders.py:10) returns no scheduler with the configuration's defaults: the learning rate stays constant; at "
