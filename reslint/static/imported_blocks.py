@@ -43,16 +43,12 @@ def imported_block_placement(index: FileIndex, source_path: str, spec: ModuleSpe
         value = index.fold(spec.owner, passed)
         defaults[parameter] = literal(value) if value is not UNKNOWN and isinstance(value, LITERAL_TYPES) \
             else cst.Name("__unknown__")
-    key = (path, name, id(other), tuple(sorted((k, cst.Module([]).code_for_node(v) if v is not None else "")
-                                                for k, v in defaults.items())))
-    cached = project._facts.get(("imported block", key))
-    if cached is None and ("imported block", key) not in project._facts:
-        project._facts[("imported block", key)] = cached = evaluate(other, str(path), as_built(info, defaults))
-    if cached is None:
-        return None
     if str(path) not in index.config_reads:
         index.config_reads.append(str(path))  # the cached result of this file depends on the block's file
-    return cached, name
+    key = ("imported block", path, name, id(other),
+           tuple(sorted((k, cst.Module([]).code_for_node(v) if v is not None else "") for k, v in defaults.items())))
+    placement = project.memo(key, lambda: evaluate(other, str(path), as_built(info, defaults)))
+    return (placement, name) if placement is not None else None
 
 
 def as_built(info: ClassInfo, defaults: dict) -> ClassInfo:

@@ -54,26 +54,25 @@ def factory_of(reader, call: ast.Call) -> Factory | None:
         return None
     path, function_name = resolved
     source = project.source(path)
-    key = ("training factory", path, function_name, hashlib.sha1(source or b"").hexdigest())
-    if key not in project._facts:
-        project._facts[key] = None
+    def read() -> Factory | None:
+        from reslint.static.training import TrainingReader
+
         tree = project.syntax_tree(path) if source is not None else None
         function = next((node for node in (tree.body if tree is not None else ())
                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name),
                         None)
-        if function is not None:
-            from reslint.static.training import TrainingReader
+        if function is None:
+            return None
+        other = TrainingReader(tree, str(path), reader.root)
+        try:
+            other.read()
+            return read_factory(other, function, str(path))
+        except RecursionError:
+            return None
 
-            other = TrainingReader(tree, str(path), reader.root)
-            try:
-                other.read()
-                project._facts[key] = read_factory(other, function, str(path))
-            except RecursionError:
-                pass
-    found = project._facts[key]
-    if found is not None and found.path not in reader.config_reads:
-        reader.config_reads.append(found.path)  # the caller's result depends on the factory's file
-    return found
+    if str(path) not in reader.config_reads:
+        reader.config_reads.append(str(path))  # the caller's result depends on the file the function is in
+    return project.memo(("training factory", path, function_name, hashlib.sha1(source or b"").hexdigest()), read)
 
 
 def read_factory(reader, function: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> Factory | None:
