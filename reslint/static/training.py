@@ -241,6 +241,10 @@ class TrainingReader:
             else:
                 self._factory_site(call, scope, factory, last)
 
+    def function_scope(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Scope:
+        """The names a module-level function sees: its own, then the module's."""
+        return Scope(function, Scope(self.tree, None), function.name)
+
     def _factory_site(self, call: ast.Call, scope: Scope, factory: Factory, last: str) -> None:
         """An optimizer or a schedule a project factory builds (`reslint.static.training_factories`)."""
         where = (call.lineno, call.col_offset + 1)
@@ -328,7 +332,8 @@ class TrainingReader:
                 self.schedules.append(schedule)
                 self.schedule_targets[(scope.name, self._target(call))] = schedule
             elif isinstance(call.func, ast.Name) and call.func.id[:1].islower() and \
-                    isinstance(self.parents.get(call), (ast.Assign, ast.AnnAssign)):
+                    isinstance(self.parents.get(call), (ast.Assign, ast.AnnAssign)) and \
+                    name.lstrip(".").split(".")[0] not in LIBRARY_ROOTS:
                 # `self.scheduler = build_scheduler(cfg, optimizer)`: read once the whole file is walked
                 self.pending_factories.append((call, scope, name, last))
             else:

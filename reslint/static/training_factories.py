@@ -36,15 +36,13 @@ class Factory:
 def factory_of(reader, call: ast.Call) -> Factory | None:
     """The project function `call` calls, read as an optimizer or scheduler factory; None when it is neither
     (or not the project's). `reader`: the calling file's `TrainingReader`."""
-    from reslint.static.training import LIBRARY_ROOTS
-
     if not isinstance(call.func, ast.Name) or not call.func.id[:1].islower():
         return None
     name = call.func.id
     if name in reader.functions:
         return read_factory(reader, reader.functions[name], reader.path or "")
     dotted = reader.aliases.get(name)
-    if dotted is None or reader.path is None or dotted.lstrip(".").split(".")[0] in LIBRARY_ROOTS:
+    if dotted is None or reader.path is None:
         return None
     from reslint.project_index import ProjectIndex
 
@@ -55,15 +53,13 @@ def factory_of(reader, call: ast.Call) -> Factory | None:
     path, function_name = resolved
     source = project.source(path)
     def read() -> Factory | None:
-        from reslint.static.training import TrainingReader
-
         tree = project.syntax_tree(path) if source is not None else None
         function = next((node for node in (tree.body if tree is not None else ())
                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name),
                         None)
         if function is None:
             return None
-        other = TrainingReader(tree, str(path), reader.root)
+        other = type(reader)(tree, str(path), reader.root)  # the caller's reader class: training.TrainingReader
         try:
             other.read()
             return read_factory(other, function, str(path))
@@ -103,11 +99,9 @@ class DefaultReturns:
     """What a scheduler factory returns with the defaults of the configuration it reads."""
 
     def __init__(self, reader, function: ast.FunctionDef | ast.AsyncFunctionDef):
-        from reslint.static.training import Scope
-
         self.reader = reader
         self.function = function
-        self.scope = Scope(function, Scope(reader.tree, None), function.name)
+        self.scope = reader.function_scope(function)
         self.returned: list[frozenset] = []
         self.every: set = set()  # every value any return could give, whatever the config
         self.visited = 0
