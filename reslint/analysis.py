@@ -331,7 +331,8 @@ def file_links(facts, text: str, path: str | None = None, root: str | None = Non
 
     model_refs, optimizers, schedules = extract_training(text, path, root, reads)
     class_uses = {**{name: list(uses) for name, uses in factory_returns(text).items()},
-                  **{cls: list(uses) for cls, uses in facts.class_uses.items()}}
+                  **{cls: [use for use in uses if use not in built_pre_ln(facts, cls)]
+                     for cls, uses in facts.class_uses.items()}}
     return FileLinks(
         post_ln_blocks=[PostLNBlock(cls, add.span.line, add.span.column, f"`{add.builtin}` in `{cls}`" if add.builtin else "")
                         for cls, add in facts.post_ln_blocks.items()],
@@ -343,6 +344,16 @@ def file_links(facts, text: str, path: str | None = None, root: str | None = Non
         open_streams={key: list(roots) for key, roots in facts.open_streams.items()},
         stream_ends=dict(facts.stream_ends),
     )
+
+
+def built_pre_ln(facts, cls: str) -> set[str]:
+    """The imported block classes `cls` stacks Pre-LN (`EncoderLayer(layer_norm="pre")`): whatever their own
+    default, the Post-LN blocks of a model reached through `cls` are not among them (RL301)."""
+    from reslint.placement import placement_family
+
+    return {facts.class_imports[block] for key, stack in facts.stacks.items() if stack.owner == cls
+            and placement_family(facts.stack_placement(key)) == "pre"
+            for block in stack.block_classes if block in facts.class_imports}
 
 
 def torch_available() -> bool:

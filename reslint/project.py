@@ -109,7 +109,11 @@ class Project:
         if name in links.imports and links.imports[name] != name:
             target = self.resolve(display, links.imports[name])
             return [target] if target else []
-        targets = [self.resolve(display, use) for use in links.class_uses.get(name, ())]
+        uses = list(links.class_uses.get(name, ()))
+        # a model class its file's factory builds from parts (`def build_model(cfg): ... return Model(enc, dec)`)
+        uses.extend(use for factory, built in links.class_uses.items()
+                    if factory[:1].islower() and name in built for use in built if use != name)
+        targets = [self.resolve(display, use) for use in dict.fromkeys(uses)]
         return [target for target in targets if target is not None]
 
     def closure(self, start: ClassKey) -> dict[ClassKey, None]:

@@ -321,6 +321,14 @@ class ProjectIndex:
             self._facts[key] = values
         return self._facts[key]
 
+    def memo(self, key: tuple, compute):
+        """A fact computed once per `key` (whose parts name what it read, e.g. a file's content hash); None
+        while it is being computed, so a fact that reaches itself through imports ends there."""
+        if key not in self._facts:
+            self._facts[key] = None
+            self._facts[key] = compute()
+        return self._facts[key]
+
     def is_module_class(self, path: Path, name: str, index_class) -> bool:
         index = self.file_index(path, index_class)
         info = index.classes.get(name) if index is not None else None

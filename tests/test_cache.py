@@ -159,10 +159,13 @@ def test_traced_results_also_follow_the_project_modules_the_file_imports(tmp_pat
     (tmp_path / "layers.py").rename(tmp_path / "old_layers.py")
     write(tmp_path, {"layers/__init__.py": LAYERS})
     assert analysed() == {"net.py", "layers/__init__.py", "old_layers.py"}
-    # The static check of the same files keeps its own entries, which imports never invalidate.
+    # The static check of the same files keeps its own entries; an import invalidates one only where the static
+    # facts read it: net.py stacks layers.Block, placed as its forward in that file runs.
     assert analysed("--static") == {"net.py", "layers/__init__.py", "old_layers.py", "standalone.py", "notes.py"}
     (tmp_path / "layers" / "__init__.py").write_text(LAYERS + "\n# edited again\n")
-    assert analysed("--static") == {"layers/__init__.py"}
+    assert analysed("--static") == {"layers/__init__.py", "net.py"}
+    (tmp_path / "notes.py").write_text("VALUE = 3\n")
+    assert analysed("--static") == {"notes.py"}
 
 
 def test_skipped_files_are_cached_and_still_counted(tmp_path, monkeypatch, analysed, capsys):

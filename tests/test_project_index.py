@@ -261,6 +261,23 @@ STATIC_FINDINGS = [
      "hand-written LayerNorm in `fast_layer_norm` uses the unbiased variance (divides by n - 1), unlike nn.LayerNorm: "
      "pass unbiased=False (or correction=0)"),
 ]
+# Defaults read through `kwargs.get` and a config dict, and RL301 through the project's factories (joeynmt's
+# patterns): the encoder's layers are Pre-LN by default but its final norm reads another default; the decoder
+# keeps its layers' Post-LN default and the scheduler factory returns no scheduler by default.
+KWARGS_DEFAULTS_FINDINGS = [
+    ("kwargs_defaults_post/encoder.py", 17, "RL103", NO_FINAL_NORM),
+    ("kwargs_defaults_post/training.py", 11, "RL301",
+     "`build_optimizer() (torch.optim.Adam)` trains a Post-LN model (`DecoderLayer` at "
+     "fixtures/project/kwargs_defaults_post/layers.py:54) without learning-rate warmup: `build_scheduler()` "
+     "(builders.py:10) returns no scheduler with the configuration's defaults: the learning rate stays constant; at "
+     "initialisation Post-LN's gradients near the output are large and the full learning rate makes training diverge "
+     "(Xiong et al. 2020); warm up over the first steps (LinearLR/SequentialLR, get_linear_schedule_with_warmup, "
+     "warmup_steps) or use Pre-LN with a final norm"),
+] + [(f"kwargs_defaults_{variant}/layers.py", line, "RL101",
+      f"`{layer}` uses Post-LN: the norm follows `residual + self.ff(x)`; {POST_LN_TAIL}")
+     for variant in ("post", "raises", "warmup")
+     for line, layer in ((19, "FeedForward"), (37, "EncoderLayer"), (54, "DecoderLayer"))]
+STATIC_FINDINGS += KWARGS_DEFAULTS_FINDINGS
 # The traced models add what running them shows, where they are built: the Post-LN layers a stack of
 # model.py builds, and the BatchNorm1d at the place the Conformer block builds its convolution module.
 TRACED_FINDINGS = [
@@ -269,8 +286,19 @@ TRACED_FINDINGS = [
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
     ("rl201_conformer_factory/conformer.py", 11, "RL201", SEQUENCE_BATCHNORM),
 ]
+# The full check builds the joeynmt-style stacks from their defaults: the decoder runs its layers Post-LN; the
+# model assembled by `build_model(cfg)` cannot be built without the config (reslint's guess: info).
+TRACED_FINDINGS += [(f"kwargs_defaults_{variant}/decoder.py", 18, "RL101",
+                     f"`DecoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}")
+                    for variant in ("post", "raises", "warmup")]
+TRACED_FINDINGS += [(f"kwargs_defaults_{variant}/model.py", 9, "RL902",
+                     f"cannot build Model: the arguments at fixtures/project/kwargs_defaults_{variant}/model.py:22 "
+                     "cannot be read without running the project's code: `encoder`: the parameter `cfg` of "
+                     "`build_model()` gets no value reslint can read; pass --model FILE:EXPR to build it yourself; "
+                     "static findings are still reported")
+                    for variant in ("post", "pre", "raises", "warmup")]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
-# helper_stack_normed, norm_subclass, rl201_conv_in_cnn, stats_function) must stay silent.
+# helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_conv_in_cnn, stats_function) must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:

@@ -372,3 +372,33 @@ def test_a_factory_that_does_not_parse_is_a_usage_error(tmp_path):
     configured = run_module("check", "factory.py", cwd=tmp_path)
     assert configured.returncode == 2 and configured.stderr.count("\n") == 1, configured.stderr
     assert "tool.reslint.models[0].factory: 'factory.py:Wide(8))': EXPR is not a Python expression: unmatched ')'" in configured.stderr
+
+
+PLACEHOLDER_SIZE = textwrap.dedent('''\
+    import math
+
+    import torch
+    import torch.nn as nn
+
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, size: int = 0, max_len: int = 64):
+            super().__init__()
+            div_term = torch.exp(torch.arange(0, size, 2).float() * -(math.log(10000.0) / size))
+            self.register_buffer("pe", torch.sin(torch.arange(max_len).unsqueeze(1) * div_term))
+
+        def forward(self, emb):
+            return emb + self.pe[: emb.size(1)]
+''')
+
+
+def test_a_placeholder_size_default_that_crashes_is_reslints_guess_but_a_named_model_is_a_warning(tmp_path):
+    # joeynmt's PositionalEncoding(size=0): every caller passes the hidden size; 0 is a placeholder
+    write(tmp_path, {"layers.py": PLACEHOLDER_SIZE})
+    document = check("--jobs", "1", "layers.py", cwd=tmp_path)
+    assert [(f["line"], f["code"], f["severity"]) for f in document["findings"]] == [(10, "RL902", "info")]
+    assert document["findings"][0]["message"] == (
+        "cannot build PositionalEncoding: ZeroDivisionError: float division by zero (reslint built it from its "
+        "defaults; pass --model FILE:EXPR to build it yourself); static findings are still reported")
+    named = check("--jobs", "1", "--model", "layers.py:PositionalEncoding()", "layers.py", cwd=tmp_path)
+    assert [(f["line"], f["code"], f["severity"]) for f in named["findings"]] == [(10, "RL902", "warning")]

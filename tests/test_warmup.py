@@ -83,8 +83,10 @@ def test_a_project_reports_once_per_optimizer_not_per_file_or_block(project, job
     assert "`EncoderLayer` at mypkg/layers.py:13 (and 1 more Post-LN block)" in message
     assert "CosineAnnealingLR only decays the learning rate" in message
     warmups = {model["name"]: model["warmup"] for model in report["models"]}
+    # the model of mypkg/model.py stacks the imported layers: its summary has the stacks and the warmup too
     assert warmups == {"EncoderLayer": "none (scripts/train.py:12: torch.optim.Adam; RL301)",
-                       "DecoderLayer": "none (scripts/train.py:12: torch.optim.Adam; RL301)"}
+                       "DecoderLayer": "none (scripts/train.py:12: torch.optim.Adam; RL301)",
+                       "Translator": "none (scripts/train.py:12: torch.optim.Adam; RL301)"}
 
 
 def test_the_training_script_alone_still_finds_its_model_through_the_package(project):

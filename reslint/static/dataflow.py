@@ -17,8 +17,8 @@ import libcst as cst
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.walk import walk
-from reslint.static.index import (UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr, literal_number, small_power,
-                                  string_value)
+from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
+                                  literal_number, small_power, string_value)
 
 MAX_INLINE_DEPTH = 12
 # The evaluator's budget: a checked file must not make it build huge values or do unbounded work
@@ -1257,7 +1257,7 @@ class RecordValue(TupleValue):
         self.fields = fields
 
 
-CONFIG_OBJECTS = ("config", "cfg", "args", "opt", "opts", "hparams", "kwargs", "params")
+CONFIG_OBJECTS = CONFIG_OBJECT_NAMES
 
 
 def _config_field(expr: cst.BaseExpression):

@@ -22,6 +22,7 @@ from itertools import product
 
 from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
+from reslint.static.imported_blocks import imported_block_placement
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import LAYER, find_hand_written_norms, norm_role
 from reslint.static.positions import SourceMap
@@ -467,6 +468,16 @@ class StaticExtractor:
                     placements = {self._builtin_placement(e) or "unknown" for e in spec.elements}
                     builtin_placement = placements.pop() if len(placements) == 1 else "mixed"
                     block_classes = tuple(dict.fromkeys(f"nn.{e.name}" for e in spec.elements))
+                    final_norm = self.final_norms.get(key)
+                elif spec.kind == "container" and spec.repeated and spec.elements and self.source_path and all(
+                        e.kind == "external" for e in spec.elements):
+                    # blocks of another project file, placed as this stack builds them
+                    imported = [imported_block_placement(self.index, self.source_path, e) for e in spec.elements]
+                    if None in imported:
+                        continue
+                    placements = {placement for placement, _ in imported}
+                    builtin_placement = placements.pop() if len(placements) == 1 else "mixed"
+                    block_classes = tuple(dict.fromkeys(name for _, name in imported))
                     final_norm = self.final_norms.get(key)
                 else:
                     continue

@@ -22,6 +22,8 @@ from reslint.static import torch_api
 from reslint.static.walk import walk
 
 UNKNOWN = object()
+# Names a configuration object goes by, whose `.get(KEY, DEFAULT)` reads a config field.
+CONFIG_OBJECT_NAMES = ("config", "cfg", "args", "opt", "opts", "hparams", "kwargs", "params")
 # torch modules a model class may derive from without a forward of its own (`class L(nn.TransformerEncoderLayer)`)
 TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
@@ -287,6 +289,10 @@ class FileIndex:
         if isinstance(expr, cst.Name) and expr.value in info.init_defaults:
             return ModuleSpec("passed", expr.value, expr, info)
         if isinstance(expr, cst.IfExp):
+            # `nn.LayerNorm(d) if kwargs.get("layer_norm", "post") == "pre" else None`: the branch its defaults take
+            decided = self.fold(info, expr.test) if reads_config_default(expr.test) else UNKNOWN
+            if isinstance(decided, bool):  # (a test on a named parameter is each construction's: see `fold`)
+                return self.spec_from_expr(info, expr.body if decided else expr.orelse, local_specs)
             body = self.spec_from_expr(info, expr.body, local_specs)
             orelse = self.spec_from_expr(info, expr.orelse, local_specs)
             return body or orelse
@@ -459,8 +465,44 @@ class FileIndex:
                 value = self.attr_value(info, expr.attr.value)
                 return self.fold(info, value, depth + 1) if value is not None else UNKNOWN
             return self.config_field(expr.attr.value, depth)
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+        if isinstance(expr, cst.Call):
+            return self.fold_config_get(info, expr, depth)
+        if isinstance(expr, cst.IfExp) and reads_config_default(expr.test):
+            # Only a test on a config read (`kwargs.get("layer_norm", "post") == "pre"`): a test on a named
+            # parameter (`if add_norm`) is what each construction sets (`Layer(dim, add_norm=i == depth - 1)`).
+            decided = self.fold(info, expr.test, depth + 1)
+            return self.fold(info, expr.body if decided else expr.orelse, depth + 1) \
+                if isinstance(decided, bool) else UNKNOWN
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            left = self.fold(info, expr.left, depth + 1)
+            right = self.fold(info, expr.comparisons[0].comparator, depth + 1)
+            if left is UNKNOWN or right is UNKNOWN or not is_hashable(left) or not is_hashable(right):
+                return UNKNOWN
+            operator = type(expr.comparisons[0].operator)
+            if operator in (cst.Equal, cst.Is):
+                return left == right
+            if operator in (cst.NotEqual, cst.IsNot):
+                return left != right
             return UNKNOWN
+        return UNKNOWN
+
+    def fold_config_get(self, info: ClassInfo | None, call: cst.Call, depth: int = 0):
+        """`kwargs.get("layer_norm", "pre")`, `cfg.get(KEY, DEFAULT)` on a config object: the project's config
+        default for KEY (a config class's field), else DEFAULT, what the key left out holds. UNKNOWN for any
+        other call."""
+        func = call.func
+        args = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("get", "pop") and args
+                and isinstance(args[0], cst.SimpleString)):
+            return UNKNOWN
+        base = func.value.attr if is_self_attr(func.value) else func.value
+        key = string_value(args[0])
+        default = self.fold(info, args[1], depth + 1) if len(args) > 1 else None
+        if not isinstance(base, cst.Name) or key is None:
+            return UNKNOWN
+        if base.value.lower() in CONFIG_OBJECT_NAMES:
+            value = self.config_field(key, depth)
+            return default if value is UNKNOWN else value
         return UNKNOWN
 
     def config_field(self, name: str, depth: int = 0):
@@ -519,6 +561,19 @@ class FileIndex:
                     found.setdefault(name, []).append(default)
             self._argument_defaults = found
         return self._argument_defaults
+
+
+def reads_config_default(expr: cst.BaseExpression) -> bool:
+    """Whether the expression reads a config value with a default (`kwargs.get("key", default)`)."""
+    found = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop"):
+                found.append(node)
+
+    expr.visit(Reads())
+    return bool(found)
 
 
 def is_hashable(value) -> bool:

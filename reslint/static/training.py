@@ -19,6 +19,7 @@ import ast
 import os
 import re
 
+from reslint.static.training_factories import Factory, factory_of
 from reslint.project_facts import (
     WARMUP_NO,
     WARMUP_UNKNOWN,
@@ -97,6 +98,11 @@ def factory_returns(text: str) -> dict[str, list[str]]:
                 aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
                     alias.name.split(".")[0]
     factories: dict[str, list[str]] = {}
+
+    def resolve(func: ast.expr) -> str:
+        head, _, rest = ast.unparse(func).partition(".")
+        return aliases.get(head, head) + (f".{rest}" if rest else "")
+
     for function in tree.body:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -110,13 +116,15 @@ def factory_returns(text: str) -> dict[str, list[str]]:
             if isinstance(value, ast.Name):
                 value = assigned.get(value.id)
             if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
-                dotted = ast.unparse(value.func)
-                head, _, rest = dotted.partition(".")
-                dotted = aliases.get(head, head) + (f".{rest}" if rest else "")
+                dotted = resolve(value.func)
                 if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built:
                     built.append(dotted)
         if built:
-            factories[function.name] = built
+            # and the parts it builds the model from (`Model(encoder=Encoder(...), decoder=Decoder(...))`)
+            parts = [resolve(node.func) for node in ast.walk(function) if isinstance(node, ast.Call)
+                     and isinstance(node.func, (ast.Name, ast.Attribute))]
+            factories[function.name] = built + [dotted for dotted in dict.fromkeys(parts)
+                                                if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built]
     return factories
 
 
@@ -202,6 +210,7 @@ class TrainingReader:
         self.escaping: set[OptimizerSite] = set()  # returned by a factory function
         self.schedule_targets: dict[tuple[str, str], Schedule] = {}  # (scope, assigned name or @line:col)
         self.stages: set[tuple[str, str]] = set()  # schedules that are stages of a SequentialLR/ChainedScheduler
+        self.pending_factories: list[tuple[ast.Call, Scope, str, str]] = []  # calls of project functions
 
     # ----- walking -------------------------------------------------------------------------------
 
@@ -225,6 +234,35 @@ class TrainingReader:
                     if alias.name[:1].isupper():
                         self.model_refs.append(ModelRef(dotted, node.lineno, node.col_offset + 1))
         self._walk(self.tree, Scope(self.tree, None), model_context=False)
+        for call, scope, name, last in self.pending_factories:
+            factory = factory_of(self, call)
+            if factory is None:
+                self._unresolved_call(call, scope, name, last)
+            else:
+                self._factory_site(call, scope, factory, last)
+
+    def function_scope(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Scope:
+        """The names a module-level function sees: its own, then the module's."""
+        return Scope(function, Scope(self.tree, None), function.name)
+
+    def _factory_site(self, call: ast.Call, scope: Scope, factory: Factory, last: str) -> None:
+        """An optimizer or a schedule a project factory builds (`reslint.static.training_factories`)."""
+        where = (call.lineno, call.col_offset + 1)
+        if factory.optimizers:
+            built = factory.optimizers[0] + (", ..." if len(factory.optimizers) > 1 else "")
+            site = OptimizerSite(*where, api=f"{last}() ({built})", target=self._target(call),
+                                 substitute=next((WARMUP_SUBSTITUTES[api.rsplit('.', 1)[-1]] for api in factory.optimizers
+                                                  if api.rsplit(".", 1)[-1] in WARMUP_SUBSTITUTES), ""),
+                                 scope=scope.name)
+            self.optimizers.append(site)
+            if self._returned(call, scope):
+                self.escaping.add(site)
+        elif factory.schedule is not None:
+            position, parameter = factory.optimizer_parameter or (10_000, "optimizer")
+            schedule = Schedule(*where, api=f"{last}()", warmup=factory.schedule[0], detail=factory.schedule[1],
+                                optimizer=self._optimizer_text(argument(call, position, parameter)), scope=scope.name)
+            self.schedules.append(schedule)
+            self.schedule_targets[(scope.name, self._target(call))] = schedule
 
     def _walk(self, node: ast.AST, scope: Scope, model_context: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -293,15 +331,26 @@ class TrainingReader:
                                     scope=scope.name)
                 self.schedules.append(schedule)
                 self.schedule_targets[(scope.name, self._target(call))] = schedule
-            elif SCHEDULE_LIKE.search(last) and any("opt" in ast.unparse(arg) for arg in call_arguments(call)):
-                # `build_scheduler(optimizer, cfg)`: a schedule made elsewhere, maybe with a warmup.
-                self.schedules.append(Schedule(*where, api=last, warmup=WARMUP_UNKNOWN,
-                                               detail=f"`{last}()` is not resolved statically", scope=scope.name))
-            elif last[:1].isupper():
-                self._model_ref(call, name, last, scope)
-            elif self._factory_call(call, name):
-                # `model = build_model(args)`: the project links it to the classes the factory returns.
-                self.model_refs.append(ModelRef(name, call.lineno, call.col_offset + 1, scope=scope.name))
+            elif isinstance(call.func, ast.Name) and call.func.id[:1].islower() and \
+                    isinstance(self.parents.get(call), (ast.Assign, ast.AnnAssign)) and \
+                    name.lstrip(".").split(".")[0] not in LIBRARY_ROOTS:
+                # `self.scheduler = build_scheduler(cfg, optimizer)`: read once the whole file is walked
+                self.pending_factories.append((call, scope, name, last))
+            else:
+                self._unresolved_call(call, scope, name, last)
+
+    def _unresolved_call(self, call: ast.Call, scope: Scope, name: str, last: str) -> None:
+        """A call reslint does not resolve: a schedule made elsewhere, a model class, a model factory."""
+        where = (call.lineno, call.col_offset + 1)
+        if SCHEDULE_LIKE.search(last) and any("opt" in ast.unparse(arg) for arg in call_arguments(call)):
+            # `build_scheduler(optimizer, cfg)`: a schedule made elsewhere, maybe with a warmup.
+            self.schedules.append(Schedule(*where, api=last, warmup=WARMUP_UNKNOWN,
+                                           detail=f"`{last}()` is not resolved statically", scope=scope.name))
+        elif last[:1].isupper():
+            self._model_ref(call, name, last, scope)
+        elif self._factory_call(call, name):
+            # `model = build_model(args)`: the project links it to the classes the factory returns.
+            self.model_refs.append(ModelRef(name, call.lineno, call.col_offset + 1, scope=scope.name))
 
     def _factory_call(self, call: ast.Call, name: str) -> bool:
         """A call of the project's own function whose result the training code keeps: a model factory

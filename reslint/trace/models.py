@@ -33,6 +33,8 @@ from reslint.trace.loader import TraceTimeout, locate, one_line, same_file
 
 CONFIG_PARAM_NAMES = ("config", "cfg", "conf", "args", "params", "hparams", "hp", "settings", "opts", "options", "hps")
 CONFIG_CLASS_SUFFIXES = ("config", "cfg", "args", "params", "hparams", "settings", "options", "conf")
+# Constructor arguments that size a layer: a default of 0 or None there is a placeholder the callers replace.
+SIZE_PARAMETER = re.compile(r"size|dim|width|hidden|d_model|channels|features|heads|embed", re.I)
 
 
 @dataclass
@@ -86,6 +88,19 @@ def crashed_in(error: BaseException, path: str) -> bool:
         return False
     statement = linecache.getline(path, where.line).strip()
     return not statement.startswith(("raise", "assert"))
+
+
+def placeholder_defaults(spec: ModelSpec) -> bool:
+    """A discovered class whose size arguments default to 0 or None (`PositionalEncoding(size=0)`): placeholders
+    every caller replaces, so a crash built from them is reslint's guess, not a bug of the defaults."""
+    if spec.origin != "discovered" or spec.cls is None:
+        return False
+    try:
+        parameters = inspect.signature(spec.cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(SIZE_PARAMETER.search(parameter.name) and parameter.default in (0, None)
+               and not isinstance(parameter.default, bool) for parameter in parameters)
 
 
 def class_line(cls: type, path: str) -> int:
@@ -445,7 +460,7 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
         except BaseException as error:  # noqa: BLE001
             where = locate(error, path)
             raise BuildFailed(where.line if where else spec.line, f"cannot build {spec.name}: {one_line(error)}",
-                              crashed_in(error, path)) from None
+                              crashed_in(error, path) and not placeholder_defaults(spec)) from None
     if not isinstance(model, torch.nn.Module):
         raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
     if device == "meta" and off_meta(model):
