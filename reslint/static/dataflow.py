@@ -614,7 +614,7 @@ class Evaluator:
         element = self.iteration_element(iterable, statement, scope)
         self.assign(statement.target, element, scope)
         self.loops += (id(statement),)
-        stack = _grouped_stack(element)
+        stack = _unpacked_stack(statement.target, element)
         key = self.stack_key(stack) if stack is not None else ""
         before, frames = dict(scope.env), scope.frames
         if key:
@@ -1231,12 +1231,21 @@ class Evaluator:
         return evaluator.evaluate_class(info)
 
 
+def _unpacked_stack(target, element) -> ModRef | None:
+    """The stack whose groups of modules the loop's target unpacks (`for attn, ff in self.layers`,
+    `for i, (attn, ff) in enumerate(self.layers)`), else None. A group called whole is a module of the loop."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    parts = [part.value for part in target.elements]
+    if isinstance(element, TupleValue) and len(element.items) == len(parts):
+        found = [stack for part, item in zip(parts, element.items) if (stack := _unpacked_stack(part, item))]
+        return found[0] if found else None
+    return _grouped_stack(element)
+
+
 def _grouped_stack(element) -> ModRef | None:
     """The stack whose repeated element is a group of modules (`ModuleList([Attention(), FeedForward()])`) when
-    `element` is one such group, run by the loop (`for attn, ff in self.layers`), else None."""
-    if isinstance(element, TupleValue):
-        found = [stack for item in element.items if (stack := _grouped_stack(item)) is not None]
-        return found[0] if found else None
+    `element` is one such group, else None."""
     if not (isinstance(element, ElemRef) and element.index is None):
         return None
     spec = element.container.spec

@@ -139,6 +139,7 @@ class Attribution:
             if node in seen or not hasattr(node, "meta"):
                 continue
             seen.add(node)
+            called = {path for path, _kind in self.module_stack(node)}
             for path, _kind in self.module_stack(node):
                 if not path.startswith(prefix) or path == owner:
                     continue
@@ -147,6 +148,8 @@ class Attribution:
                     if not (parts[i].isdigit() and parts[i + 1].isdigit()):
                         continue
                     holder = prefix + ".".join(parts[:i])
+                    if f"{holder}.{parts[i]}" in called:
+                        continue  # the group called whole (`for layer in self.layers: x = x + layer(x)`)
                     container = self.graph.model_modules.get(holder)
                     groups = list(container.children()) if isinstance(container, GROUP_CONTAINERS) else []
                     if groups and all(type(g) in GROUP_CONTAINERS for g in groups):
