@@ -18,6 +18,11 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/forecaster.py", 32),  # TimesFM: residual-MLP head, loop-carried forecast, loss (test_stream_precision)
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
+    # vit-pytorch: the norm is the first op of each sublayer, the stack's loop runs groups of sublayers.
+    (f"{FIXTURES}/prenorm_in_sublayer_einops.py", 31),  # einops Reduce, then a bare Linear
+    (f"{FIXTURES}/prenorm_in_sublayer_groups.py", 62),  # CrossFormer: stages run as groups, pooled into a Linear
+    (f"{FIXTURES}/prenorm_in_sublayer_stages.py", 56),  # CvT: stages built as a list, then nn.Sequential
+    (f"{FIXTURES}/prenorm_in_sublayer_vit.py", 40),  # 3D SimpleViT: mean-pooled into a bare Linear
     (f"{FIXTURES}/rms_spellings.py", 69),  # UnnormalisedLM: nothing before the head
     (f"{FIXTURES}/stream_end_gated_expert.py", 42),  # ExpertStack: the expert sublayers returned as they are
     (f"{FIXTURES}/stream_end_hidden_states.py", 94),  # RawStatesEncoder: raw states and a raw stream
@@ -36,6 +41,11 @@ EXPECTED_FINAL_NORM = {
     ("neck.py", "NeckedEncoder"): True,  # conv + nn.LayerNorm subclass permuting around super().forward
     ("neck.py", "ConvNeckEncoder"): False,
     ("parent_norm/encoder.py", "Transformer"): True,  # vision.py applies ln_post
+    ("prenorm_in_sublayer_groups.py", "CrossFormer"): False,
+    ("prenorm_in_sublayer_stages.py", "CvT"): False,
+    ("prenorm_in_sublayer_vit.py", "VideoViT"): False,
+    ("prenorm_in_sublayer_vit.py", "ImageViT"): True,  # linear_head = Sequential(LayerNorm, Linear)
+    ("prenorm_in_sublayer_vit.py", "SimpleViT"): True,  # the stack's own norm
     ("projector.py", "ImageEncoder"): True,  # the post-norm in forward_post
     ("rms_spellings.py", "PowRMSNormLM"): True,  # x * torch.pow(mean_squared, -0.5)
     ("rms_spellings.py", "RootRMSNormLM"): True,  # x / torch.sqrt(mean(x**2) + eps)
@@ -99,6 +109,23 @@ def test_trace_engine_agrees(traced_report):
     assert verdicts[("parent_norm/vision.py", "VisionTransformer")] is True
     # BridgeTower: the parent runs the blocks itself, returns their raw states and normalises the stream.
     assert verdicts[("stream_end_hidden_states.py", "BridgeModel")] is True
+
+
+def test_einops_layers_carry_the_stream_to_the_head(static_report):
+    """Rearrange and Reduce are known by name (einops is not imported): the stream goes on through them."""
+    verdicts = final_norms(static_report)
+    assert verdicts[("prenorm_in_sublayer_einops.py", "PooledClassifier")] is False
+    assert verdicts[("prenorm_in_sublayer_einops.py", "NormedPooledClassifier")] is True
+
+
+def test_a_stack_of_sublayer_groups_is_one_stack_in_both_engines(static_report, traced_report):
+    """`for attn, ff in self.layers` over `ModuleList([Attention, FeedForward])` groups: the groups are the
+    blocks, named by their modules, and the stack is the innermost one (not CvT's stages around it)."""
+    for report in (static_report, traced_report):
+        stacks = {(model.name, stack.attribute, stack.block) for model in report.models for stack in model.stacks
+                  if model.path.endswith(("prenorm_in_sublayer_stages.py", "prenorm_in_sublayer_groups.py"))}
+        assert stacks == {("CvT", "self.layers", "Attention, FeedForward"),
+                          ("CrossFormer", "self.layers", "Attention, Sequential")}
 
 
 def test_static_engine_stays_undecided_where_it_cannot_follow_the_stream(static_report):

@@ -435,6 +435,8 @@ class Evaluator:
                     self.assign(element, self.index_value(value, index, element, scope), scope)
 
     def index_value(self, value, index, where, scope: Scope):
+        if isinstance(value, ElemRef) and _grouped_stack(value) is not None and isinstance(index, int):
+            return _group_member(value.container, index)
         if isinstance(value, TupleValue):
             if isinstance(index, int) and -len(value.items) <= index < len(value.items):
                 return value.items[index]
@@ -624,10 +626,21 @@ class Evaluator:
         element = self.iteration_element(iterable, statement, scope)
         self.assign(statement.target, element, scope)
         self.loops += (id(statement),)
+        stack = _unpacked_stack(statement.target, element)
+        key = self.stack_key(stack) if stack is not None else ""
+        before, frames = dict(scope.env), scope.frames
+        if key:
+            # `for attn, ff in self.layers: x = attn(x) + x`: the loop body is the block, its adds the stack's.
+            scope.frames = frames + (Frame("stack", scope.cls.name if scope.cls else "", key),)
         try:
             self._run_block(statement.body, scope)
         finally:
             self.loops = self.loops[:-1]
+            scope.frames = frames
+        if key:  # the stream a block hands to the next: the values the body carries over
+            carried = [value for name, value in scope.env.items()
+                       if name in before and value is not before[name] and isinstance(value, Node)]
+            self.graph.stack_outputs.setdefault(key, []).extend(carried)
 
     def iteration_element(self, iterable, where, scope: Scope):
         if isinstance(iterable, ModRef) and iterable.spec.kind == "container":
@@ -1048,6 +1061,10 @@ class Evaluator:
             return self.call_builtin_module(spec, data, where, scope, name)
         if spec.kind == "unknown":
             return self.new("func", data, where, scope, name=name) if data else UNKNOWN_VALUE
+        if spec.kind == "external" and spec.name in torch_api.SHAPE_ONLY_LAYERS and data:
+            # einops' Rearrange/Reduce: views and pooling, with no parameters (the stream goes on through them)
+            return self.new("pass" if torch_api.SHAPE_ONLY_LAYERS[spec.name] else "func", data[:1], where, scope,
+                            name=name, width_changing=True)
         if spec.kind in ("external", "passed", "classref"):
             kind = (torch_api.norm_kind_from_name(spec.name) or self.index.imported_norm_kind(spec.name, type(self))
                     if spec.kind == "external" else None)
@@ -1229,6 +1246,41 @@ class Evaluator:
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)
         return evaluator.evaluate_class(info)
+
+
+def _unpacked_stack(target, element) -> ModRef | None:
+    """The stack whose groups of modules the loop's target unpacks (`for attn, ff in self.layers`,
+    `for i, (attn, ff) in enumerate(self.layers)`), else None. A group called whole is a module of the loop."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    parts = [part.value for part in target.elements]
+    if isinstance(element, TupleValue) and len(element.items) == len(parts):
+        found = [stack for part, item in zip(parts, element.items) if (stack := _unpacked_stack(part, item))]
+        return found[0] if found else None
+    return _grouped_stack(element)
+
+
+def _grouped_stack(element) -> ModRef | None:
+    """The stack whose repeated element is a group of modules (`ModuleList([Attention(), FeedForward()])`) when
+    `element` is one such group, else None."""
+    if not (isinstance(element, ElemRef) and element.index is None):
+        return None
+    spec = element.container.spec
+    groups = spec.elements
+    if not (spec.kind == "container" and spec.repeated and groups):
+        return None
+    if all(group.kind == "container" and not group.repeated and group.elements and not group.named
+           for group in groups):
+        return element.container
+    return None
+
+
+def _group_member(stack: ModRef, position: int) -> ElemRef:
+    """Position `position` of every group of the stack: one module, or the alternatives an `if` built."""
+    members = tuple(group.elements[position] for group in stack.spec.elements
+                    if -len(group.elements) <= position < len(group.elements))
+    spec = ModuleSpec("container", "ModuleList", stack.spec.node, stack.spec.owner, elements=members)
+    return ElemRef(ModRef(spec, f"{stack.path}[i][{position}]"), None)
 
 
 @dataclass(eq=False)

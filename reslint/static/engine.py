@@ -461,7 +461,10 @@ class StaticExtractor:
                     final = has_norm is not None and not (isinstance(has_norm, cst.Name) and has_norm.value == "None")
                     final_norm = True if final else self.final_norms.get(key)
                 elif spec.kind == "container" and spec.repeated and key in residual_stacks:
-                    block_classes = tuple(dict.fromkeys(e.name for e in spec.elements))
+                    # A block that is a group of modules (`ModuleList([Attention(), FeedForward()])`) is named by them.
+                    block_classes = tuple(dict.fromkeys(
+                        inner.name for e in spec.elements
+                        for inner in (e.elements if e.kind == "container" and not e.repeated and e.elements else (e,))))
                     final_norm = self.final_norms.get(key)
                 elif spec.kind == "container" and spec.repeated and any(
                         e.kind == "builtin" and e.name in BUILTIN_LAYERS for e in spec.elements):

@@ -76,6 +76,7 @@ class FileIndex:
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
+        self._returning: set[str] = set()  # factory functions being resolved (a recursive one stops there)
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
@@ -262,6 +263,9 @@ class FileIndex:
                         info.submodules[attr] = spec
                 elif isinstance(target, cst.Name):
                     spec = self.spec_from_expr(info, value, local_specs)
+                    if spec is None and isinstance(value, cst.List) and not value.elements:
+                        # `layers = []` appended to, then `nn.Sequential(*layers)`: CvT's stages.
+                        spec = ModuleSpec("container", "list", value, info, depth=0)
                     if spec is not None:
                         local_specs[target.value] = spec
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
@@ -269,9 +273,9 @@ class FileIndex:
             # self.layers.append(Block(...)) inside a loop builds a stack.
             func = call.func
             if (isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend")
-                    and is_self_attr(func.value) and call.args):
-                attr = func.value.attr.value
-                container = info.submodules.get(attr)
+                    and (is_self_attr(func.value) or isinstance(func.value, cst.Name)) and call.args):
+                attr = func.value.attr.value if is_self_attr(func.value) else ""
+                container = info.submodules.get(attr) if attr else local_specs.get(func.value.value)
                 element = self.spec_from_expr(info, call.args[0].value, local_specs)
                 if container is not None and container.kind == "container" and element is not None:
                     repeated = loop_count is not None
@@ -324,8 +328,31 @@ class FileIndex:
                               depth_known=depth is not None)
         if qualified is not None and qualified.split(".")[-1] in ("deepcopy", "copy") and expr.args:
             return self.spec_from_expr(info, expr.args[0].value, local_specs)
+        returned = self._returned_module(qualified)
+        if returned is not None:
+            # `def FeedForward(dim): return nn.Sequential(nn.LayerNorm(dim), ...)`: the module it returns.
+            self._returning.add(qualified)
+            try:
+                return self.spec_from_expr(info, returned, {})
+            finally:
+                self._returning.discard(qualified)
         if qualified is not None and qualified.split(".")[-1][:1].isupper():
             return ModuleSpec("external", qualified, expr, info, tuple(expr.args))
+        return None
+
+    def _returned_module(self, qualified: str | None) -> cst.BaseExpression | None:
+        """The call a free function of this file consists of (`return nn.Sequential(...)`), if it is only that."""
+        function = self.functions.get(qualified) if qualified else None
+        if function is None or qualified in self._returning or not isinstance(function.body, cst.IndentedBlock):
+            return None
+        statements = [statement for statement in function.body.body if not (
+            isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))]
+        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+            return None
+        small = statements[0].body
+        if len(small) == 1 and isinstance(small[0], cst.Return) and isinstance(small[0].value, cst.Call):
+            return small[0].value
         return None
 
     def class_reference(self, info: ClassInfo, expr: cst.BaseExpression, depth: int = 0) -> str | None:
@@ -371,10 +398,16 @@ class FileIndex:
             value = arg.value
             if arg.star == "*" and isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
                 sources.append(value)
-            elif arg.star == "":
+            elif arg.star == "" or arg.star == "*" and _local_list(value, local_specs):
                 sources.append(value)
         for source in sources:
-            if isinstance(source, (cst.ListComp, cst.GeneratorExp)):
+            listed = _local_list(source, local_specs)
+            if listed is not None:  # a local list built by appends: its modules, repeated when a loop appended
+                elements.extend(listed.elements)
+                repeated = repeated or listed.repeated
+                depth = depth + listed.depth if depth is not None and listed.depth is not None else None
+                depth_known = depth_known and listed.depth_known
+            elif isinstance(source, (cst.ListComp, cst.GeneratorExp)):
                 repeated = True
                 candidates = [source.elt.body, source.elt.orelse] if isinstance(source.elt, cst.IfExp) else [source.elt]
                 for candidate in candidates:
@@ -617,6 +650,11 @@ def name_spec(spec: ModuleSpec, attr: str) -> None:
         for position, inner in enumerate(spec.elements):
             if not inner.attr:
                 name_spec(inner, f"{attr}[{position}]")
+
+
+def _local_list(expr: cst.BaseExpression, local_specs: dict) -> ModuleSpec | None:
+    spec = local_specs.get(expr.value) if isinstance(expr, cst.Name) else None
+    return spec if spec is not None and spec.kind == "container" and spec.name == "list" else None
 
 
 def spec_identity(spec: ModuleSpec) -> tuple:

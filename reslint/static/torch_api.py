@@ -57,6 +57,8 @@ ACTIVATION_MODULES = {
     "Softsign", "Tanhshrink", "Threshold", "Hardtanh", "LogSigmoid", "Softmin", "RReLU",
 }
 PASSTHROUGH_MODULES = {"Identity"}
+# Layers of other packages without parameters that only reshape (True) or pool (False) their input.
+SHAPE_ONLY_LAYERS = {"einops.layers.torch.Rearrange": True, "einops.layers.torch.Reduce": False}
 CONTAINER_MODULES = {"Sequential", "ModuleList", "ModuleDict"}
 
 FUNCTIONAL_NORMS = {

@@ -124,6 +124,50 @@ class Attribution:
             return f"{type(owner).__name__}.{attr_path}", type(owner).__name__, attr_path, holder_path
         return None
 
+    def grouped_stack_of(self, add, branches):
+        """`stack_of` for a stack whose blocks are groups of modules run by the owner's own loop,
+        `for attn, ff in self.layers: x = attn(x) + x` (vit-pytorch): the add runs in the owner, its branch in
+        a member of one group (`layers.3.0`). None when no branch comes from such a group."""
+        from torch.nn import ModuleList, Sequential
+
+        GROUP_CONTAINERS = (ModuleList, Sequential)
+        owner = self.owner_path(add)
+        prefix = owner + "." if owner else ""
+        pending, seen = list(branches), set()
+        while pending and len(seen) < 64:
+            node = pending.pop(0)
+            if node in seen or not hasattr(node, "meta"):
+                continue
+            seen.add(node)
+            called = {path for path, _kind in self.module_stack(node)}
+            for path, _kind in self.module_stack(node):
+                if not path.startswith(prefix) or path == owner:
+                    continue
+                parts = path[len(prefix):].split(".")
+                for i in range(1, len(parts) - 1):
+                    if not (parts[i].isdigit() and parts[i + 1].isdigit()):
+                        continue
+                    holder = prefix + ".".join(parts[:i])
+                    if f"{holder}.{parts[i]}" in called:
+                        continue  # the group called whole (`for layer in self.layers: x = x + layer(x)`)
+                    container = self.graph.model_modules.get(holder)
+                    groups = list(container.children()) if isinstance(container, GROUP_CONTAINERS) else []
+                    if groups and all(type(g) in GROUP_CONTAINERS for g in groups):
+                        attr = ".".join(parts[:i])
+                        name = self.class_of(owner)
+                        return f"{name}.{attr}", name, attr, holder
+            if self.graph.ops.get(node) not in ("linear", "conv1d", "conv2d", "conv3d", "convolution"):
+                pending.extend(self.graph.data_inputs(node))
+        return None
+
+    def grouped_iteration_span(self, add, attr: str) -> Span | None:
+        """Where the owner's loop runs such a stack: the `for` statement around the add that iterates `attr`."""
+        lines = self.user_lines(add)
+        if not lines or self.source_index is None:
+            return None
+        found = self.source_index.loop_over(lines[-1], attr.split(".")[-1])
+        return Span(self.path, *found) if found else None
+
     # ----- source mapping ------------------------------------------------------------------------
 
     def user_lines(self, node) -> list[int]:

@@ -61,12 +61,16 @@ class GraphFacts:
     def _residual_fact(self, residual: Residual, stacks: dict) -> ResidualAdd:
         add = residual.add
         block, builtin = self.where.block_of(add)
-        found = self.where.stack_of(add)
+        # The innermost stack first: the owner's own loop over groups of modules, else the blocks around the add.
+        found = None if builtin else self.where.grouped_stack_of(add, residual.branches)
+        grouped = found is not None
+        if not grouped:
+            found = self.where.stack_of(add)
         key = ""
         if found is not None:
             key, owner, attr, holder = found
             info = stacks.setdefault(key, {"owner": owner, "attr": attr, "holder": holder, "adds": [],
-                                           "builtin": bool(builtin)})
+                                           "builtin": bool(builtin), "grouped": grouped})
             info["adds"].append(add)
             info.setdefault("skips", {})[add] = residual.skip
         skip_shape = shape_of(residual.skip_term)
@@ -126,7 +130,9 @@ class GraphFacts:
         elif holder is not None:
             children = list(holder.children())
             depth = len(children)
-            block_classes = tuple(dict.fromkeys(type(c).__name__ for c in children))
+            # A block that is a group of modules (`ModuleList([Attention(), FeedForward()])`) is named by them.
+            members = [m for c in children for m in (c.children() if info.get("grouped") else (c,))]
+            block_classes = tuple(dict.fromkeys(type(m).__name__ for m in members))
         if final_norm is None:
             last = max(info["adds"], key=lambda n: self.graph.index[n])
             first = min(info["adds"], key=lambda n: self.graph.index[n])
@@ -138,9 +144,10 @@ class GraphFacts:
             if owner_line \
             else Span(self.path, self.where.class_line, 1)
         first = min(info["adds"], key=lambda n: self.graph.index[n])
+        iteration = self.where.grouped_iteration_span(first, info["attr"]) if info.get("grouped") else \
+            self.where.iteration_span(first, info["attr"], info["builtin"])
         return Stack(key=key, owner=info["owner"], attribute=f"self.{info['attr']}", span=span,
-                     block_classes=block_classes, depth=depth, final_norm=final_norm,
-                     iteration=self.where.iteration_span(first, info["attr"], info["builtin"]))
+                     block_classes=block_classes, depth=depth, final_norm=final_norm, iteration=iteration)
 
     def _final_norm(self, start, source=None) -> bool | None:
         """Whether every path from the stack's output to the graph output passes a norm (LayerNorm, RMSNorm in

@@ -17,8 +17,12 @@ class SourceIndex:
         self.calls: dict[int, list[tuple[str, int]]] = {}
         self.constructions: dict[tuple[str, str], tuple[int, int]] = {}
         self.attributes: dict[tuple[str, str], int] = {}
+        self.loops: list[tuple[int, int, int, str]] = []  # `for` statements: first and last line, column, iterable
         tree = ast.parse(text)
         for node in ast.walk(tree):
+            if isinstance(node, ast.For):
+                self.loops.append((node.lineno, node.end_lineno or node.lineno, node.col_offset + 1,
+                                   ast.get_source_segment(text, node.iter) or ""))
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) or isinstance(node, ast.AugAssign) \
                     and isinstance(node.op, ast.Add):
                 self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
@@ -63,6 +67,12 @@ class SourceIndex:
             if attr and attr in func:
                 return column
         return self.column(line, "")
+
+    def loop_over(self, line: int, attr: str) -> tuple[int, int] | None:
+        """(line, column) of the innermost `for` around `line` whose iterable names `attr` (`self.layers`)."""
+        around = [(first, column) for first, last, column, iterable in self.loops
+                  if first <= line <= last and attr and attr in iterable]
+        return max(around) if around else None
 
     def add_terms(self, line: int) -> tuple[str, str] | None:
         """(left, right) source text of the one `a + b` on the line (the outermost when chained)."""
