@@ -65,7 +65,9 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node], sources: set[int]
             if _is_loss(user):
                 continue  # a training loss compares predictions: no norm hides there, and nothing flows on
             if sources and user.op == "add" and _adds_back(user, node, sources):
+                # The outer stream goes on through the add: a norm further on (X-CLIP's L2 norm) still bounds it.
                 branch = True
+                pending.append(user)
                 continue
             if user.parametrised and not _is_known_head(user) and not user.info.get("activation"):
                 # A module we cannot see into (passed in, imported) may normalise: stay undecided.
