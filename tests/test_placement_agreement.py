@@ -34,6 +34,9 @@ SKIPPED = ("fixtures/hostile/", "fixtures/errors/", "fixtures/warmup/", "fixture
 KNOWN_DIVERGENCES = {
     "fixtures/placement/altup/layer.py:37": "inherited norms from another file",
     "fixtures/placement/altup/layer.py:39": "inherited norms from another file",
+    # `q, k, v = (part.view(...) for part in (q, k, v))`: the static dataflow does not follow values through a
+    # generator expression, so the norm at the start of the attention branch is not seen on it
+    "fixtures/trace/inferred_arguments.py:55": "the static engine loses the branch through a generator expression",
 }
 
 

@@ -118,7 +118,7 @@ class StaticExtractor:
                 self.facts.open_streams[key] = roots
         for key, roots in list(self.facts.open_streams.items()):
             if self.builders and self.final_norms.get(key) is False and all(
-                    inside_blocks_elsewhere(self.source_path, root, self.facts.reads) for root in roots):
+                    inside_blocks_elsewhere(self.source_path, root, self.facts.reads, extract_facts) for root in roots):
                 self.final_norms[key] = None  # a sub-stack of other files' blocks: their stream ends elsewhere
                 del self.facts.open_streams[key]
         self._finish(module_classes, outermost)

@@ -238,15 +238,15 @@ def consumed_in_file(path: str) -> frozenset[str]:
     return frozenset(consumed_classes(index, classes))
 
 
-def inside_blocks_elsewhere(source_path: str, name: str, reads: list[str]) -> bool:
+def inside_blocks_elsewhere(source_path: str, name: str, reads: list[str], extract_facts) -> bool:
     """Whether class `name` of `source_path` is a sub-stack of other project files' blocks, and so not where
     a model's stream ends: every module class of another file that builds it is a repeated block of a stack
     there (an ATF block running a one-block Swin layer), or repeats it itself (a list of stages), and none of
     them passes its output on unnormalised (their own stream-end verdicts, `FileFacts.stream_ends`). A class
     another class builds otherwise, or nothing builds, keeps its own verdict: only files of the run overrule
-    that. `reads` gets the files consulted (a cached result goes stale when one changes)."""
+    that. `reads` gets the files consulted (a cached result goes stale when one changes). `extract_facts` is
+    the static engine's (passed in: the engine imports this module)."""
     from reslint.project_index import ProjectIndex, project_path
-    from reslint.static.engine import extract_facts
 
     project = ProjectIndex.for_file(source_path)
     here = project_path(source_path)

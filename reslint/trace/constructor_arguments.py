@@ -86,10 +86,26 @@ def placeholder(parameter: inspect.Parameter) -> bool:
     return isinstance(value, int) and value not in (NOT_INFERRED, SHRUNK_DEPTH, 1, 0) and not isinstance(value, bool)
 
 
+def resolve_annotation(annotation: Any, namespace: dict) -> Any:
+    """The object a parameter annotation names in `namespace` (`"Optional[Config]"` too), or None."""
+    if isinstance(annotation, str):
+        text = annotation.strip().strip("'\"")
+        if text.startswith("Optional[") and text.endswith("]"):
+            text = text[len("Optional["):-1]
+        text = text.split("|")[0].strip()
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", text):
+            return None
+        value: Any = namespace
+        for index, part in enumerate(text.split(".")):
+            value = value.get(part) if index == 0 else getattr(value, part, None)
+            if value is None:
+                return None
+        return value
+    return annotation
+
+
 def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, depth: list[str]) -> Any:
     """An inferred value for one parameter, or NOT_INFERRED. `depth` collects the depth parameters."""
-    from reslint.trace.models import resolve_annotation
-
     annotation = resolve_annotation(parameter.annotation, namespace)
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return dataclass_value(annotation, namespace, depth)

@@ -205,11 +205,12 @@ class GraphFacts:
     def _consumed(self) -> bool:
         """Whether another class of the checked file builds the traced model (through AutoModel, `_from_config`,
         an inherited constructor): its output is then not where the stream ends."""
+        from reslint.static.engine import extract_facts
         from reslint.static.stream_end import consumed_in_file, inside_blocks_elsewhere
 
         name = getattr(self.capture, "model_name", "")
         return bool(name) and (name in consumed_in_file(self.where.real_path)
-                               or inside_blocks_elsewhere(str(self.where.real_path), name, []))
+                               or inside_blocks_elsewhere(str(self.where.real_path), name, [], extract_facts))
 
     def _sequence_markers(self) -> tuple[str, ...]:
         markers = []

@@ -403,8 +403,9 @@ def infer_candidates(model: Any) -> list[Candidate]:
         if candidates:
             return candidates
     specs, extra, where = infer_specs(model)
-    if specs[0].dtype != "int64":
-        specs, extra, where = first_token_ids(model) or (specs, extra, where)
+    if specs[0].dtype != "int64" and (ids := first_token_ids(model)) is not None:
+        # the other inputs are what the first layer reads (a vision-language model's `patches`), not ids
+        return [(with_signature(model, ids[0], like=specs[0]), ids[1], ids[2])]
     return [(with_signature(model, specs), extra, where)]
 
 
@@ -485,9 +486,9 @@ LENGTH_NAMES = ("length", "lengths", "lens", "seq_lens", "seq_len", "seqlens")
 TIME_NAMES = ("t", "timestep", "timesteps", "time", "step")
 
 
-def with_signature(model: Any, specs: list[TensorSpec]) -> list[TensorSpec]:
+def with_signature(model: Any, specs: list[TensorSpec], like: TensorSpec | None = None) -> list[TensorSpec]:
     """`specs` (the first input) plus what the forward's other required parameters call for, by name
-    and annotation: masks, lengths, timesteps, and further tensors like the first."""
+    and annotation: masks, lengths, timesteps, and further tensors like the first (or like `like`)."""
     import inspect
 
     parameters = [parameter for parameter in forward_parameters(model).values()
@@ -502,7 +503,7 @@ def with_signature(model: Any, specs: list[TensorSpec]) -> list[TensorSpec]:
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
-        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, first, batch, seq)
+        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, like or first, batch, seq)
         if spec is None:
             return specs  # a required argument we cannot make: the failure will say so
         result.append(spec)

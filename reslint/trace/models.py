@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
+from reslint.trace.constructor_arguments import resolve_annotation
 from reslint.trace.loader import TraceTimeout, locate, one_line, same_file
 
 CONFIG_PARAM_NAMES = ("config", "cfg", "conf", "args", "params", "hparams", "hp", "settings", "opts", "options", "hps")
@@ -158,23 +159,6 @@ def is_config_class(obj: Any, *, named: bool = False) -> bool:
     if named and not (dataclasses.is_dataclass(obj) or obj.__name__.lower().endswith(CONFIG_CLASS_SUFFIXES)):
         return False
     return no_arg_constructible(obj)
-
-
-def resolve_annotation(annotation: Any, namespace: dict) -> Any:
-    if isinstance(annotation, str):
-        text = annotation.strip().strip("'\"")
-        if text.startswith("Optional[") and text.endswith("]"):
-            text = text[len("Optional["):-1]
-        text = text.split("|")[0].strip()
-        if not re.fullmatch(r"[A-Za-z_][\w.]*", text):
-            return None
-        value: Any = namespace
-        for index, part in enumerate(text.split(".")):
-            value = value.get(part) if index == 0 else getattr(value, part, None)
-            if value is None:
-                return None
-        return value
-    return annotation
 
 
 def config_for(cls: type, parameter: inspect.Parameter, namespace: dict) -> type | None:
