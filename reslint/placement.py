@@ -126,3 +126,22 @@ def placement_family(placement: str) -> str:
     if placement in ("post", "deepnorm"):
         return "post"
     return placement
+
+
+def added_back(add_operands, reached, is_source, inputs_of, is_gate, limit: int = 16) -> bool:
+    """Whether an operand of an add other than `reached` is a source of the stack, as it is or scaled,
+    gated, cast or dropped out (`alpha * experts(h) + (1 - alpha) * h`): the stack is then the branch of a
+    residual. Both engines ask it, each with its graph's accessors."""
+    for operand in add_operands:
+        if operand is reached:
+            continue
+        pending, steps = [operand], 0
+        while pending and steps < limit:
+            node = pending.pop()
+            steps += 1
+            if is_source(node):
+                return True
+            if is_gate(node):
+                pending.extend(inputs_of(node))
+    return False
+

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from reslint.placement import added_back
 from reslint.static import torch_api
 from reslint.static.graph import Node
 from reslint.static.index import ClassInfo, FileIndex
@@ -96,19 +97,8 @@ def stack_sources(graph, key: str) -> set[int]:
 
 
 def _adds_back(add: Node, reached: Node, sources: set[int]) -> bool:
-    """Whether another operand of `add` is a stack source, as it is or scaled, gated, cast or dropped out."""
-    for operand in add.inputs:
-        if operand is reached:
-            continue
-        pending, steps = [operand], 0
-        while pending and steps < 16:
-            node = pending.pop()
-            steps += 1
-            if id(node) in sources:
-                return True
-            if node.op in GATE_OPS:
-                pending.extend(node.inputs)
-    return False
+    return added_back(add.inputs, reached, lambda node: id(node) in sources, lambda node: node.inputs,
+                      lambda node: node.op in GATE_OPS)
 
 
 def _is_loss(node: Node) -> bool:

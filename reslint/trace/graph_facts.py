@@ -9,7 +9,7 @@ when capture failed). This module puts them together into `FileFacts`.
 from __future__ import annotations
 
 from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack
-from reslint.placement import combined_placement
+from reslint.placement import added_back, combined_placement
 from reslint.static.torch_api import SEQUENCE_MODULES
 from reslint.trace.attribution import Attribution
 from reslint.trace.fx_graph import SEARCH_BUDGET, FxGraph, format_shape, shape_of
@@ -186,18 +186,8 @@ class GraphFacts:
 
     def _adds_back(self, add, reached, source) -> bool:
         """Whether another operand of `add` is `source`, as it is or scaled, gated, cast or dropped out."""
-        for operand in self.graph.data_inputs(add):
-            if operand is reached:
-                continue
-            pending, steps = [operand], 0
-            while pending and steps < 16:
-                node = pending.pop()
-                steps += 1
-                if node is source:
-                    return True
-                if self.graph.ops.get(node) in GATE_OPS:
-                    pending.extend(self.graph.data_inputs(node))
-        return False
+        return added_back(self.graph.data_inputs(add), reached, lambda node: node is source, self.graph.data_inputs,
+                          lambda node: self.graph.ops.get(node) in GATE_OPS)
 
     def _normalises(self, node) -> bool:
         return node in self.norms or self.graph.ops[node] in LAYER_NORM_OPS or self.recognizer.divides_by_own_norm(node)
