@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from reslint.api import check
+from reslint.placement import residual_placement
+from reslint.static.engine import extract_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = "fixtures/final_norm"
@@ -17,6 +20,9 @@ FIXTURES = "fixtures/final_norm"
 EXPECTED_FINDINGS = [
     (f"{FIXTURES}/forecaster.py", 32),  # TimesFM: residual-MLP head, loop-carried forecast, loss (test_stream_precision)
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
+    (f"{FIXTURES}/lost_conditional_features.py", 38),  # Step3p7: features merged behind a condition, kept in a dict
+    (f"{FIXTURES}/lost_shared_blocks.py", 31),  # PocketTTS: the encoder's stream through the decoder's blocks
+    (f"{FIXTURES}/lost_visible_loader.py", 53),  # Mimi: the encoder loaded through AutoModel, defined in the file
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
     # vit-pytorch: the norm is the first op of each sublayer, the stack's loop runs groups of sublayers.
     (f"{FIXTURES}/prenorm_in_sublayer_einops.py", 31),  # einops Reduce, then a bare Linear
@@ -39,6 +45,11 @@ EXPECTED_FINAL_NORM = {
     ("l2_normalize.py", "PromptEmbedder"): True,  # x / x.norm(dim=-1, keepdim=True)
     ("last_block_norm.py", "ConformerEncoder"): True,  # every layer ends in its own LayerNorm
     ("last_block_norm.py", "NormedLastLayerEncoder"): True,  # the last layer built with add_norm=True
+    ("lost_conditional_features.py", "MergedFeaturesModel"): False,
+    ("lost_conditional_features.py", "PyramidDetector"): True,  # the stages asked for go into a LayerNorm
+    ("lost_generator_branch.py", "TokenTransformer"): True,
+    ("lost_shared_blocks.py", "Codec"): False,  # a block's pre-norm on the stream entering it is no final norm
+    ("lost_shared_blocks.py", "NormedCodec"): True,
     ("neck.py", "NeckedEncoder"): True,  # conv + nn.LayerNorm subclass permuting around super().forward
     ("neck.py", "ConvNeckEncoder"): False,
     ("parent_norm/encoder.py", "Transformer"): True,  # vision.py applies ln_post
@@ -52,6 +63,8 @@ EXPECTED_FINAL_NORM = {
     ("rms_spellings.py", "RootRMSNormLM"): True,  # x / torch.sqrt(mean(x**2) + eps)
     ("rms_spellings.py", "UnnormalisedLM"): False,
     ("stages.py", "ImageClassifier"): True,  # next stage's embedding norm; the classifier's norm
+    ("stream_end_added_back_normed.py", "VideoTextModel"): True,  # the sum of text and prompts, L2-normalised
+    ("stream_end_added_back_normed.py", "RawVideoTextModel"): False,  # the sum reaches the logits raw
     ("stream_end_gated_expert.py", "GatedExpertLayer"): None,  # mixed back into its input: a residual branch
     ("stream_end_gated_expert.py", "ExpertStack"): False,
     ("stream_end_hidden_states.py", "StatesEncoder"): True,  # ln_post on the stream, raw states beside it
@@ -105,6 +118,9 @@ def test_trace_engine_agrees(traced_report):
     traced = {(model.path.removeprefix(FIXTURES + "/"), model.name) for model in traced_report.models
               if model.engine.startswith("traced")}
     assert set(EXPECTED_FINAL_NORM) - {("projector.py", "ImageEncoder")} <= traced
+    # Mimi: the trace engine builds the codec (the registry loads the encoder) and decides where the static
+    # engine follows the loader it sees; the loaded encoder alone is the consumer's to decide.
+    assert verdicts[("lost_visible_loader.py", "CodecModel")] is False
     # The trace engine also sees the stack of another file inside the model that builds it.
     assert verdicts[("headless_consumer/lm.py", "LanguageModel")] is False
     assert verdicts[("parent_norm/vision.py", "VisionTransformer")] is True
@@ -171,11 +187,28 @@ def test_a_sub_block_of_another_files_blocks_is_not_where_the_stream_ends(static
         assert {model.engine for model in report.models} == {"traced (export)"}
 
 
-def test_a_stack_added_back_into_its_input_follows_the_outer_stream_to_its_norm(static_report):
-    """X-CLIP's prompt generator: `text + prompts(text, video)`, then L2-normalised. The static engine follows
-    the sum on (VideoTextModel: normalised) and keeps the raw sibling's verdict. The trace engine's summary
-    says nothing (VideoTextModel) and wrongly `yes` (RawVideoTextModel) there: a known divergence, so only
-    the static verdicts are pinned; the findings of both engines are in EXPECTED_FINDINGS."""
+def test_a_stack_added_back_into_its_input_follows_the_outer_stream_to_its_norm(static_report, traced_report):
+    """X-CLIP's prompt generator: `text + prompts(text, video)`, then L2-normalised. Both engines follow the
+    sum on (VideoTextModel: normalised); the raw sibling's sum reaches the logits raw, and the last block's own
+    norm on the stream entering its MLP branch does not end it."""
+    for report in (static_report, traced_report):
+        verdicts = final_norms(report)
+        assert verdicts[("stream_end_added_back_normed.py", "VideoTextModel")] is True
+        assert verdicts[("stream_end_added_back_normed.py", "RawVideoTextModel")] is False
+
+
+def test_a_generator_expression_carries_the_attention_branch():
+    """`q, k, v = (part.view(...) for part in (q, k, v))`: the static dataflow follows the values through the
+    generator, so the add around the attention is a Pre-LN residual like the feed-forward's."""
+    path = ROOT / FIXTURES / "lost_generator_branch.py"
+    facts = extract_facts(f"{FIXTURES}/lost_generator_branch.py", cst.parse_module(path.read_text()), str(path))
+    assert [(add.span.line, residual_placement(add), add.stack) for add in facts.residuals] == [
+        (40, "pre", "TokenTransformer.blocks"), (41, "pre", "TokenTransformer.blocks")]
+
+
+def test_the_loaded_encoder_of_a_visible_loader_is_decided_by_its_consumer(static_report):
+    """Mimi, statically: CodecModel loads CodecEncoderModel through `AutoModel.from_config(config.encoder_config)`
+    and quantizes its raw stream; Gemma 4's embedder (auto_tower.py) normalises it: silent there."""
     verdicts = final_norms(static_report)
-    assert verdicts[("stream_end_added_back_normed.py", "VideoTextModel")] is True
-    assert verdicts[("stream_end_added_back_normed.py", "RawVideoTextModel")] is False
+    assert verdicts[("lost_visible_loader.py", "CodecEncoderModel")] is False
+    assert verdicts[("auto_tower.py", "EncoderVisionModel")] is True

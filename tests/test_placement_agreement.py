@@ -34,9 +34,6 @@ SKIPPED = ("fixtures/hostile/", "fixtures/errors/", "fixtures/warmup/", "fixture
 KNOWN_DIVERGENCES = {
     "fixtures/placement/altup/layer.py:37": "inherited norms from another file",
     "fixtures/placement/altup/layer.py:39": "inherited norms from another file",
-    # `q, k, v = (part.view(...) for part in (q, k, v))`: the static dataflow does not follow values through a
-    # generator expression, so the norm at the start of the attention branch is not seen on it
-    "fixtures/trace/inferred_arguments.py:55": "the static engine loses the branch through a generator expression",
     # `text + prompts(text, video)` whose branch is a whole Pre-LN stack reading a second input: the static
     # engine labels the add parallel-pre, the trace engine pre (neither gives a finding)
     "fixtures/final_norm/stream_end_added_back_normed.py:46": "a residual whose branch is a whole stack",

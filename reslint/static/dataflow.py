@@ -160,6 +160,9 @@ class Evaluator:
         # RL103's second look at a root: `mask is None` on a forward argument that defaults to None is left
         # undecided (both branches), so the ordinary call without it is in the graph too.
         self.optional_inputs_undecided = False
+        # RL103's look through registry loaders of this file's models (`self.encoder = AutoModel.from_config(
+        # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
+        self.loaded_modules: dict[tuple[str, str], str] = {}
 
     # ----- entry points ---------------------------------------------------------
 
@@ -397,7 +400,9 @@ class Evaluator:
             if operator is None:
                 return True
             if operator == "add" and isinstance(left, TupleValue):
-                self.assign(small.target, TupleValue(left.items + (right,)), scope)
+                # `features += (h,)` concatenates, as `features + (h,)` does
+                added = right.items if type(right) is TupleValue else (right,)
+                self.assign(small.target, TupleValue(left.items + added), scope)
                 return True
             result = self.binary(operator, [(left, small.target), (right, small.value)], small, scope)
             self.assign(small.target, result, scope)
@@ -574,6 +579,8 @@ class Evaluator:
             nodes = [v for v in values if isinstance(v, Node)]
             if len(nodes) == len(values) and len({id(n) for n in nodes}) > 1:
                 merged[name] = self.new("phi", list(dict.fromkeys(nodes)), where, scope)
+            elif _grown(values) is not None:
+                merged[name] = _grown(values)
             else:
                 tensor_values = [v for v in values if isinstance(v, (Node, TupleValue))]
                 merged[name] = tensor_values[-1] if tensor_values else values[0]
@@ -733,6 +740,43 @@ class Evaluator:
                 self.eval(element.value, scope)
         return UNKNOWN_VALUE
 
+    def eval_ListComp(self, expr, scope):
+        """`(part.view(b, t, h, -1) for part in (q, k, v))`: one value per item of a collection the engine holds
+        (a tuple, a list built by appends, their zip or enumerate); over anything else (a module list, a
+        range), what it reads is used by code the graph does not hold."""
+        clause = expr.for_in
+        items = self._comprehension_items(self.eval(clause.iter, scope)) if clause.inner_for_in is None else None
+        if items is None:
+            self._read_unseen(expr, scope)
+            return UNKNOWN_VALUE
+        outer = scope.env
+        scope.env = dict(outer)  # the loop variable stays inside the comprehension
+        try:
+            results = []
+            for item in items:
+                self.assign(clause.target, item, scope)
+                results.append(self.eval(expr.elt, scope))
+        finally:
+            scope.env = outer
+        return TupleValue(tuple(results))
+
+    eval_GeneratorExp = eval_SetComp = eval_ListComp
+
+    def _comprehension_items(self, iterable) -> list | None:
+        if type(iterable) in (TupleValue, SplitValue, RecordValue):
+            if any(isinstance(item, (ModRef, ElemRef)) for item in iterable.items):
+                return None  # modules run one after another or side by side: not a value's collection
+            return list(iterable.items)
+        if isinstance(iterable, ZipValue):
+            parts = [self._comprehension_items(part) for part in iterable.parts]
+            if not parts or any(part is None for part in parts):
+                return None
+            return [TupleValue(group) for group in zip(*parts)]
+        if isinstance(iterable, EnumerateValue):
+            inner = self._comprehension_items(iterable.inner)
+            return None if inner is None else [TupleValue((Const(position), item)) for position, item in enumerate(inner)]
+        return None
+
     def eval_Lambda(self, expr: cst.Lambda, scope):
         return Lambda(expr, dict(scope.env), scope)
 
@@ -813,6 +857,9 @@ class Evaluator:
             method = self.index.method(base.cls, attr)
             if method is not None:
                 return Method(base, method)
+            loaded = self.loaded_modules.get((base.cls.name, attr))
+            if loaded is not None:
+                return ModRef(ModuleSpec("local", loaded, None, base.cls, attr=attr), f"self.{attr}")
             if attr in ("training",):
                 return UNKNOWN_VALUE
             value = self.fold_self_attr_value(base, attr)
@@ -1331,6 +1378,19 @@ def _config_field(expr: cst.BaseExpression):
         if isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and len(args) >= 2 \
                 and isinstance(args[1], cst.SimpleString):
             return string_value(args[1]), args[2] if len(args) > 2 else None
+    return None
+
+
+def _grown(values: list):
+    """`if stage in wanted: features += (h,)`: the branch that appended holds what the others hold and more, so
+    the merged collection is the longest (None unless every branch's is a plain tuple or list extending the
+    shortest)."""
+    if len(values) < 2 or any(type(value) is not TupleValue for value in values):
+        return None
+    longest = max(values, key=lambda value: len(value.items))
+    if all(len(value.items) <= len(longest.items) and all(
+            item is longest.items[position] for position, item in enumerate(value.items)) for value in values):
+        return longest
     return None
 
 

@@ -29,7 +29,8 @@ from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 from reslint.static.sequence_context import markers_elsewhere
 from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm,
-                                       inside_blocks_elsewhere, loaded_classes, reached_into, stack_sources, stream_end)
+                                       inside_blocks_elsewhere, loaded_classes, reached_into, stack_sources, stream_end,
+                                       visible_loaders)
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -104,11 +105,13 @@ class StaticExtractor:
         self.deferred: dict[str, tuple[str, ...]] = {}
         self.passed_on: set[str] = set()
         self.loaded = loaded_classes(self.index, module_classes)
+        self.loaded_streams: dict[str, set[str]] = {}  # stack key -> the roots loaded through a registry passing it on
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
                     self.graphs.setdefault(info.name, graph)
                 self._collect(graph, assumed, other, info.name, info.name in consumed)
+        self._streams_through_visible_loaders(module_classes, consumed)
         self._norm_functions_used_elsewhere(norm_kinds)
         run_from_outside = reached_into(self.index)
         for key, roots in self.deferred.items():
@@ -234,6 +237,7 @@ class StaticExtractor:
                     self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + (root,)))
                 elif root in self.loaded:
                     self.passed_on.add(key)  # to a consumer loading `root` through AutoModel: nobody here decides
+                    self.loaded_streams.setdefault(key, set()).add(root)  # unless the loader is visible
                 continue
             if found is False:
                 self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))
@@ -245,6 +249,49 @@ class StaticExtractor:
                 if not (found is False and consumed):
                     self.facts.stream_ends[imported] = _seen_from_several_roots(
                         found, self.facts.stream_ends.get(imported, False))
+
+    def _streams_through_visible_loaders(self, module_classes: list[ClassInfo], consumed: set[str]) -> None:
+        """A stream a registry-loaded root passes on, followed in the file's consumer that loads it
+        (`self.encoder = AutoModel.from_config(config.encoder_config)` with the encoder model defined here): the
+        consumer is evaluated again with the loader resolved, and decides as a class building the root would.
+        Only RL103 asks: the consumer's other facts keep the registry opaque."""
+        if not self.loaded_streams:
+            return
+        loaders = visible_loaders(self.index, module_classes)
+        roots = set().union(*self.loaded_streams.values())
+        consumers = sorted({consumer for (consumer, _), loaded in loaders.items() if loaded in roots})
+        endings: dict[str, list[str]] = {}
+        for name in consumers:
+            info = self.index.classes.get(name)
+            if info is None or name in consumed or self.index.method(info, "forward") is None:
+                continue  # a consumer passing the stream on again: whoever consumes it decides (undecided here)
+            evaluator = Evaluator(self.index, self.positions, self.path)
+            evaluator.norm_class_kinds = self.norm_kinds_seen
+            evaluator.loaded_modules = loaders
+            steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)  # a second look spends no budget
+            try:
+                graph = evaluator.evaluate_class(info)
+            except BudgetExceeded:
+                continue
+            finally:
+                evaluator.budget.steps, evaluator.budget.hits = steps, hits
+            for key in self.loaded_streams:
+                outputs = graph.stack_outputs.get(key)
+                if outputs:
+                    endings.setdefault(key, []).append(stream_end(outputs, graph.outputs, stack_sources(graph, key)))
+                    if endings[key][-1] == "reached":
+                        self.facts.open_streams[key] = tuple(dict.fromkeys(
+                            self.facts.open_streams.get(key, ()) + (name,)))
+        for key, found in endings.items():
+            decided = [STREAM_END_VERDICTS[ending] for ending in found if ending not in ("lost", "branch")]
+            if not decided:
+                # Every consumer loses the stream: the loaded root's own output stands, as for a built one.
+                decided = [False]
+                self.facts.open_streams[key] = tuple(sorted(self.loaded_streams[key]))
+            verdict = decided[0]
+            for other in decided[1:]:
+                verdict = _seen_from_several_roots(other, verdict)
+            self.final_norms[key] = _seen_from_several_roots(verdict, self.final_norms.get(key, False))
 
     def _ending_without_optional_inputs(self, root: str, key: str, assumed: tuple) -> str:
         """The stack's stream end in the model's ordinary call. `root` was evaluated with every forward argument

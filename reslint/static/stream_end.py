@@ -14,7 +14,7 @@ import libcst as cst
 
 from reslint.placement import added_back
 from reslint.static import torch_api
-from reslint.static.graph import Node
+from reslint.static.graph import Node, reaches
 from reslint.static.index import ClassInfo, FileIndex
 from reslint.static.norms import is_normalised
 from reslint.static.walk import walk
@@ -55,12 +55,13 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node], sources: set[int]
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if is_normalised(node):  # includes the stack's own output: a last block ending in its norm (Conformer)
-            return "normalised"
+        if is_normalised(node) and not _block_pre_norm(node):
+            return "normalised"  # includes the stack's own output: a last block ending in its norm (Conformer)
+        if is_normalised(node):
+            continue  # the stream goes on through the block's residual add, raw
         if id(node) in returned:
             reached_end = True
-        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen") or node.op == "phi"):
-            # a loop's merged value that goes nowhere seen: accumulated (`feature_maps += (h,)`), not dropped
+        elif not node.users and (node.info.get("dropped") or node.info.get("read_unseen")):
             opaque = True
         for user in node.users:
             if _is_loss(user):
@@ -99,6 +100,17 @@ def stack_sources(graph, key: str) -> set[int]:
 def _adds_back(add: Node, reached: Node, sources: set[int]) -> bool:
     return added_back(add.inputs, reached, lambda node: id(node) in sources, lambda node: node.inputs,
                       lambda node: node.op in GATE_OPS)
+
+
+def _block_pre_norm(norm: Node) -> bool:
+    """A Pre-LN block's own norm on the stream entering it (an encoder's stream fed to a decoder stack of the
+    same blocks): `x + f(norm(x))` normalises the branch only, the stream goes on through the add."""
+    frame = norm.stack_frame
+    if frame is None or not norm.inputs:
+        return False
+    source = norm.inputs[0]
+    return any(user.op == "add" and user.stack_frame == frame and reaches(user, norm, through_parameters=False, limit=2000)
+               for user in source.users)
 
 
 def _is_loss(node: Node) -> bool:
@@ -147,6 +159,47 @@ def loaded_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
         walk(info.node.body, visitor)
         loaded_configs |= visitor.loaded_configs
     return loaded_through_config(classes, loaded_configs)
+
+
+def visible_loaders(index: FileIndex, classes: list[ClassInfo]) -> dict[tuple[str, str], str]:
+    """`self.encoder = AutoModel.from_config(config.encoder_config)` where the file's one module class declaring
+    `config: ...EncoderConfig` is what the registry builds: (consumer class, attribute) -> that class. A loader of
+    a sub-config no class of the file declares (or several do) stays unseen."""
+    found = {}
+    for info in index.classes.values():
+        for attr, value in _own_and_inherited_attributes(index, info).items():
+            config = _loaded_config(value)
+            candidates = [model.name for model in classes if config and (declared := _config_class(model))
+                          and declared.endswith(config) and index.method(model, "forward") is not None]
+            if len(candidates) == 1 and candidates[0] != info.name:
+                found[(info.name, attr)] = candidates[0]
+    return found
+
+
+def _own_and_inherited_attributes(index: FileIndex, info: ClassInfo) -> dict[str, cst.BaseExpression]:
+    attributes: dict[str, cst.BaseExpression] = {}
+    pending, seen = [info], set()
+    while pending:
+        current = pending.pop(0)
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        for attr, value in current.attr_values.items():
+            attributes.setdefault(attr, value)
+        pending.extend(index.classes[base] for base in current.bases if base in index.classes)
+    return attributes
+
+
+def _loaded_config(value: cst.BaseExpression) -> str:
+    """`AutoModel.from_config(config.vision_config)` (or the same under `x if c else None`) -> "VisionConfig"."""
+    if isinstance(value, cst.IfExp):
+        return _loaded_config(value.body) or _loaded_config(value.orelse)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in LOADERS):
+        return ""
+    for arg in value.args:
+        if isinstance(arg.value, cst.Attribute) and arg.value.attr.value.endswith("_config"):
+            return _camel(arg.value.attr.value)
+    return ""
 
 
 class _References(cst.CSTVisitor):

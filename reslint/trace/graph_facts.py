@@ -136,7 +136,7 @@ class GraphFacts:
         if final_norm is None:
             last = max(info["adds"], key=lambda n: self.graph.index[n])
             first = min(info["adds"], key=lambda n: self.graph.index[n])
-            final_norm = self._final_norm(last, info["skips"].get(first))
+            final_norm = self._final_norm(last, info["skips"].get(first), info["holder"].rpartition(".")[0])
         owner_line = self.where.source_index.attribute_line(info["owner"], info["attr"].split(".")[0]) \
             if self.where.source_index else None
         span = Span(self.path, owner_line, self.where.source_index.attribute_column(info["owner"],
@@ -149,14 +149,18 @@ class GraphFacts:
         return Stack(key=key, owner=info["owner"], attribute=f"self.{info['attr']}", span=span,
                      block_classes=block_classes, depth=depth, final_norm=final_norm, iteration=iteration)
 
-    def _final_norm(self, start, source=None) -> bool | None:
+    def _final_norm(self, start, source=None, owner: str = "") -> bool | None:
         """Whether every path from the stack's output to the graph output passes a norm (LayerNorm, RMSNorm in
         any spelling, L2 normalisation); None when no path reaches the output, or the output is not where the
         stream ends (another class of the file consumes the traced model, or other files' blocks run it: they
-        decide), or the stack's output is added back to `source`, the stream entering its first block (the
-        stack is the branch of a residual: `alpha * experts(h) + (1 - alpha) * h`). A norm applied to the stream
-        itself (through views and casts: `ln_post(x.permute(1, 0, 2))`) ends it even where raw copies of the
-        per-layer states are returned beside it (`hidden_states=(...)`)."""
+        decide). A norm applied to the stream itself (through views and casts: `ln_post(x.permute(1, 0, 2))`)
+        ends it even where raw copies of the per-layer states are returned beside it (`hidden_states=(...)`);
+        a block's own norm on the stream entering it does not (`x + f(norm(x))` goes on raw).
+        Where the stack's output is added back to `source`, the stream entering its first block, the sum is the
+        stream followed on, as the static engine does: inside the stack's `owner` (its module's path), the
+        stack is the branch of a residual (`alpha * experts(h) + (1 - alpha) * h`) and only a norm further on
+        decides (else None); in a consumer of the owner's output (X-CLIP's `text + prompts(text, video)`), the
+        owner returned the stream raw, and the sum reaching the output raw is no final norm."""
         pending, seen = [(start, True)], set()
         reached_end = normalised = on_stream = branch = False
         while pending and len(seen) < SEARCH_BUDGET:
@@ -175,14 +179,37 @@ class GraphFacts:
                 elif op == "type_as" and user.args[0] is not node:
                     continue  # `normed.type_as(x)`: x gives only its dtype
                 elif op in ADD_OPS and source is not None and self._adds_back(user, node, source):
-                    branch = True
+                    branch = branch or self._inside(user, owner)
+                    pending.append((user, direct))
+                elif self._normalises(user) and self._block_pre_norm(user, node):
+                    continue
                 elif op not in SHAPE_ONLY_OPS:
                     pending.append((user, direct and (op in STREAM_VIEW_OPS or self._normalises(user))))
         if branch:
-            return True if normalised else None
+            return True if normalised and on_stream else None
         if reached_end and not on_stream:
             return None if self._consumed() else False
         return True if normalised else None
+
+    def _inside(self, node, owner: str) -> bool:
+        return not owner or any(path == owner for path, _ in self.where.module_stack(node))
+
+    def _block_pre_norm(self, norm, stream) -> bool:
+        """Whether `norm` reads `stream` on the branch of a residual add that `stream` also enters as the skip."""
+        adds = {user for user in stream.users if user is not norm and self.graph.ops.get(user) in ADD_OPS}
+        if not adds:
+            return False
+        last = max(self.graph.index[add] for add in adds)
+        pending, seen = [norm], set()
+        while pending and len(seen) < 500:
+            node = pending.pop()
+            if node in adds:
+                return True
+            if node in seen or self.graph.index.get(node, last + 1) > last:
+                continue
+            seen.add(node)
+            pending.extend(node.users)
+        return False
 
     def _adds_back(self, add, reached, source) -> bool:
         """Whether another operand of `add` is `source`, as it is or scaled, gated, cast or dropped out."""
