@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from reslint.trace.capture import capture_model  # noqa: E402
 from reslint.trace.config_reduction import tracing_attempts, tracing_config  # noqa: E402
 from reslint.trace.inputs import candidate_inputs, infer_candidates  # noqa: E402
 from reslint.trace.loader import loaded_module  # noqa: E402
@@ -47,7 +48,9 @@ def test_a_composite_model_is_built_from_its_configs_part_defaults_and_fed_retri
     assert shapes == {"input_ids": (2, 16), "decoder_input_ids": (2, 16), "context_input_ids": (10, 16),
                       "context_attention_mask": (10, 16), "doc_scores": (2, 5)}
     inputs = candidate_inputs((specs, extra, where), "meta")
-    item.model(*inputs.args, **inputs.kwargs)  # asserts `context_input_ids` without a retriever
+    # Without a retriever the forward asserts `context_input_ids`, `context_attention_mask` and `doc_scores`.
+    capture, failures = capture_model(item.model, inputs, name="RagModel", line=1, path=path)
+    assert failures == [] and capture.method == "export"
 
 
 def test_a_map_the_default_config_leaves_none_is_empty_in_the_last_attempt():
