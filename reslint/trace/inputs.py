@@ -372,11 +372,6 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         candidates.extend([mono, declared] if is_head(model, "AudioTokenizerBase") else [declared, mono])
     else:
         candidates.append(declared)
-    if specs[0].dtype == "int64" and len(specs[0].shape) == 2 and "attention_mask" in forward_parameters(model) \
-            and all(spec.name != "attention_mask" for spec in specs):
-        # A forward that builds its default mask only outside export (Switch Transformers) needs one passed.
-        mask = TensorSpec("int64", specs[0].shape, 2, "attention_mask", fill=1)
-        candidates.append(([*specs, mask], extra, f"{where}, with an all-ones attention_mask"))
     if main == "input_features":  # some encoders take (batch, frames, features): Speech2Text, Wav2Vec2-BERT
         width = integer(config_value(config, "feature_projection_input_dim", "input_feat_per_channel", "feature_size",
                                      "num_mel_bins"), specs[0].shape[1])
@@ -387,6 +382,12 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     if others:
         more = [spec for other in others for spec in (hf_main_specs(model, config, other, batch) or [])]
         candidates.append(([*specs, *more], extra, f"{where}, with {', '.join(others)}"))
+    fullest, _, described = candidates[-1]
+    if fullest[0].dtype == "int64" and len(fullest[0].shape) == 2 and "attention_mask" in forward_parameters(model) \
+            and all(spec.name != "attention_mask" for spec in fullest):
+        # A forward that builds its default mask only outside export (Switch Transformers) needs one passed.
+        mask = TensorSpec("int64", fullest[0].shape, 2, "attention_mask", fill=1)
+        candidates.append(([*fullest, mask], extra, f"{described}, with an all-ones attention_mask"))
     return candidates
 
 
