@@ -22,7 +22,7 @@ EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_nu
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
 MAX_LAYER_TYPES = 4
-LAYER_INDEX_FIELD = re.compile(r"hook|out_indices")
+LAYER_INDEX_FIELD = re.compile(r"hook")  # not `out_indices`: a backbone checks them against `out_features`
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
 UNSET_VOCAB = 32
 
@@ -104,7 +104,7 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
 
 
 def clamp_layer_indices(config: Any, changes: list) -> list[tuple[str, Any, Any]]:
-    """Lists of layer indices (Depth Pro's `intermediate_hook_ids`, a backbone's `out_indices`) that name a
+    """Lists of layer indices (Depth Pro's `intermediate_hook_ids`) that name a
     layer the reduction removed point at the last layer kept instead: each holder's indices against the
     shallowest stack reduced in it or its sub-configs."""
     reduced = [(name, after) for name, before, after in changes if name.rsplit(".", 1)[-1] in LAYER_FIELDS]
