@@ -1,6 +1,6 @@
 """Trace coverage of the full check on installed transformers: how many outermost models were traced.
 
-    python bench/trace_coverage.py OUTDIR [--every 6] [--timeout 120] [--only NAME ...] [--no-run]
+    python bench/trace_coverage.py OUTDIR [--every 6] [--timeout 120] [--only NAME ...] [--no-run] [--shard K/N]
 
 Runs `reslint check --output-format json --jobs 1 --no-cache --timeout T FILE` on every
 `every`-th `modeling_*.py` of `transformers/models` by sorted path (one process a file, the JSON
@@ -70,11 +70,17 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=120)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--no-run", action="store_true", help="only tally the files OUTDIR already holds")
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="run only every N-th file of the sample starting at K (two processes: 0/2 and 1/2)")
     options = parser.parse_args()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     total_traced = total_failed = gate_failures = 0
-    for path in sample(options.every):
+    paths = sample(options.every)
+    if options.shard:
+        index, count = (int(part) for part in options.shard.split("/"))
+        paths = paths[index::count]
+    for path in paths:
         if options.only and path.parent.name not in options.only:
             continue
         if options.no_run and not (out / (path.parent.name + "__" + path.stem + ".json")).exists():

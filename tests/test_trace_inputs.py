@@ -209,6 +209,7 @@ def test_video_frames_for_video_models():
             for inputs in candidates] == [
         {"input_ids": (2, 16)},
         {"input_ids": (2, 16), "pixel_values": (2, 3, 3, 32, 32)},  # (batch, frames, channels, height, width)
+        {"input_ids": (2, 16), "pixel_values": (2, 3, 3, 32, 32), "attention_mask": (2, 16)},  # the last resort
     ]
 
 

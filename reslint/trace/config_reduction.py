@@ -10,6 +10,8 @@ put back to the config's own counts, and the summary says that the config was re
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 KEEP_LAYERS = 2  # two blocks, so a stack is still a stack (placement, mixed blocks, final norm)
@@ -20,6 +22,7 @@ EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_nu
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
 MAX_LAYER_TYPES = 4
+LAYER_INDEX_FIELD = re.compile(r"hook")  # not `out_indices`: a backbone checks them against `out_features`
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
 UNSET_VOCAB = 32
 
@@ -46,6 +49,38 @@ def tracing_config(config_class: type, repeats: int = 1) -> tuple[Any, list[tupl
     return config, changes + reduce_config(config, repeats)
 
 
+def tracing_attempts(config_class: type) -> Iterator[tuple[Any, list]]:
+    """The configs to build a discovered model from, in turn until one builds: the reduced default; each
+    per-layer type twice (a layer shared by every block of one type, Zamba's, needs two to tie); and the
+    reduced default with the container fields it leaves None (Emu3's `vocabulary_map`) empty."""
+    config, changes = tracing_config(config_class)
+    yield config, changes
+    twice, repeated = tracing_config(config_class, repeats=2)
+    if repeated != changes:
+        yield twice, repeated
+    config, changes = tracing_config(config_class)
+    filled = fill_unset_containers(config)
+    if filled:
+        yield config, changes + filled
+
+
+def fill_unset_containers(config: Any) -> list[tuple[str, Any, Any]]:
+    """Set the list and dict fields a config leaves None (by their annotation) to empty ones: a model that
+    reads a checkpoint's map or layer list builds without one (nothing is mapped, no layer is listed)."""
+    filled = []
+    for prefix, holder in config_holders(config):
+        annotations: dict = {}
+        for klass in reversed(type(holder).__mro__):
+            if not klass.__module__.startswith("transformers.configuration_utils"):  # the model's own fields
+                annotations.update(vars(klass).get("__annotations__", {}))
+        for name, annotation in sorted(annotations.items()):
+            text = annotation if isinstance(annotation, str) else repr(annotation)
+            empty = [] if text.startswith(("list", "List")) else {} if text.startswith(("dict", "Dict")) else None
+            if empty is not None and getattr(holder, name, 0) is None and assign(holder, name, empty):
+                filled.append((prefix + name, None, empty))
+    return filled
+
+
 def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
     """Shrink `config` in place; the changes as (field, before, after), first reduced first."""
     changes: list[tuple[str, int, int]] = []
@@ -65,7 +100,29 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
             truncate_per_layer_lists(holder, before, keep)
             changes.append((prefix + name, before, keep))
         changes.extend((prefix + name, before, after) for name, before, after in reduce_experts(holder))
-    return changes
+    return changes + clamp_layer_indices(config, changes)
+
+
+def clamp_layer_indices(config: Any, changes: list) -> list[tuple[str, Any, Any]]:
+    """Lists of layer indices (Depth Pro's `intermediate_hook_ids`) that name a
+    layer the reduction removed point at the last layer kept instead: each holder's indices against the
+    shallowest stack reduced in it or its sub-configs."""
+    reduced = [(name, after) for name, before, after in changes if name.rsplit(".", 1)[-1] in LAYER_FIELDS]
+    clamped = []
+    for prefix, holder in config_holders(config):
+        depths = [after for name, after in reduced if name.startswith(prefix)]
+        if not depths:
+            continue
+        last = min(depths) - 1
+        for name, value in sorted(vars(holder).items()):
+            if not LAYER_INDEX_FIELD.search(name) or not isinstance(value, (list, tuple)) or not value \
+                    or not all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in value) \
+                    or max(value) <= last:
+                continue
+            after = type(value)(min(item, last) for item in value)
+            if assign(holder, name, after):
+                clamped.append((prefix + name, value, after))
+    return clamped
 
 
 def config_holders(config: Any, prefix: str = "", seen: set | None = None) -> list[tuple[str, Any]]:

@@ -352,7 +352,7 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
         result.untraced(name, line, reason)
 
     try:
-        with time_limit(seconds_left(deadline) if deadline is not None else None):
+        with time_limit(seconds_left(deadline) if deadline is not None else None), unchanged_to_is_noop():
             made = make_inputs()
             candidates = made if isinstance(made, list) else [made]
             inputs, capture, failures = candidates[0], None, []
@@ -400,6 +400,33 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
     where = f" at {os.path.basename(real)}:{where_line}" if where_line is not None else ""
     message = f"tracing {name} failed ({tried}){where}: {first.reason}{given}{hint}{used}"
     untraced("RL903", message, line, f"tracing failed: {first.reason}")
+
+
+@contextlib.contextmanager
+def unchanged_to_is_noop() -> Iterator[None]:
+    """`module.to(dtype)` inside a forward (Switch Transformers' router casts its classifier each call) swaps
+    every parameter under export, which fake parameters refuse; where nothing changes it is a no-op anyway."""
+    import torch
+
+    original = torch.nn.Module.to
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            device, dtype, _, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - let the real method report bad arguments
+            return original(self, *args, **kwargs)
+        tensors = [*self.parameters(), *self.buffers()]
+        unchanged = memory_format is None and all(
+            (device is None or tensor.device == device)
+            and (dtype is None or not (tensor.is_floating_point() or tensor.is_complex()) or tensor.dtype == dtype)
+            for tensor in tensors)
+        return self if unchanged else original(self, *args, **kwargs)
+
+    torch.nn.Module.to = to
+    try:
+        yield
+    finally:
+        torch.nn.Module.to = original
 
 
 def _max_cpu_parameters() -> int:

@@ -359,6 +359,9 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         mels = integer(config_value(config, "num_mel_bins"), 80)
         specs = [*specs, TensorSpec("float32", (batch, seq, mels), name="decoder_input_values")]
         where += ", with decoder_input_values"
+    if {"context_input_ids", "doc_scores"} <= set(forward_parameters(model)):
+        specs = [*specs, *retrieved_specs(config, specs[0])]
+        where += ", with retrieved documents"
     if "entity_ids" in forward_parameters(model) and "Entity" in name:
         specs = [*specs, *entity_specs(model, config, batch, specs[0].shape[-1])]
         where += ", with entity inputs"
@@ -379,7 +382,23 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     if others:
         more = [spec for other in others for spec in (hf_main_specs(model, config, other, batch) or [])]
         candidates.append(([*specs, *more], extra, f"{where}, with {', '.join(others)}"))
+    fullest, _, described = candidates[-1]
+    if fullest[0].dtype == "int64" and len(fullest[0].shape) == 2 and "attention_mask" in forward_parameters(model) \
+            and all(spec.name != "attention_mask" for spec in fullest):
+        # A forward that builds its default mask only outside export (Switch Transformers) needs one passed.
+        mask = TensorSpec("int64", fullest[0].shape, 2, "attention_mask", fill=1)
+        candidates.append(([*fullest, mask], extra, f"{described}, with an all-ones attention_mask"))
     return candidates
+
+
+def retrieved_specs(config: Any, question: TensorSpec) -> list[TensorSpec]:
+    """A retrieval-augmented generator without a retriever (RAG) reads the retrieved documents as inputs:
+    `n_docs` contexts per question, their mask and the retrieval scores."""
+    batch, seq = question.shape[0], question.shape[-1]
+    docs = integer(getattr(config, "n_docs", None), 1)
+    return [TensorSpec("int64", (batch * docs, seq), question.high, "context_input_ids"),
+            TensorSpec("int64", (batch * docs, seq), 2, "context_attention_mask", fill=1),
+            TensorSpec("float32", (batch, docs), name="doc_scores")]
 
 
 def entity_specs(model: Any, config: Any, batch: int, seq: int) -> list[TensorSpec]:

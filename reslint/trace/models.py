@@ -236,7 +236,9 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
             skipped[obj.__name__] = reason
             continue
         spec = ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj)
-        if is_hf_model(obj) and build is not obj and no_arg_constructible(obj.config_class):
+        # A composite model whose config may be None (RAG: built from a question encoder and a generator
+        # otherwise) is built from its config's defaults too: the config builds the parts' own defaults.
+        if is_hf_model(obj) and (build is not obj or config_first(obj)) and no_arg_constructible(obj.config_class):
             spec.build = reduced_builder(obj, spec)
         specs.append(spec)
     if any(is_hf_model(spec.cls) for spec in specs):
@@ -316,29 +318,32 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
 
 
 def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
-    """`cls(config)` from the class's default config shrunk for tracing (see config_reduction)."""
-    from reslint.trace.config_reduction import tracing_config
+    """`cls(config)` from the class's default config shrunk for tracing (see config_reduction): the first of
+    its tracing attempts that builds, else the first attempt's error."""
+    from reslint.trace.config_reduction import tracing_attempts
 
     def build() -> Any:
-        config, spec.reduction = tracing_config(cls.config_class)
-        try:
-            return cls(config)
-        except Exception:
-            # A layer shared by every block of one type (Zamba's shared transformer, tied across its hybrid
-            # layers) needs two of them: keep every type twice, else report the first error.
-            config, reduction = tracing_config(cls.config_class, repeats=2)
-            if reduction == spec.reduction:
-                raise
+        first = None
+        for config, reduction in tracing_attempts(cls.config_class):
             try:
                 model = cls(config)
-            except Exception:  # noqa: BLE001 - the first error is the one to report
-                pass
-            else:
-                spec.reduction = reduction
-                return model
-            raise
+            except Exception as error:  # noqa: BLE001 - the first error is the one to report
+                first = first or error
+                continue
+            spec.reduction = reduction
+            return model
+        raise first
 
     return build
+
+
+def config_first(cls: type) -> bool:
+    """Whether the constructor's first parameter is its config (`__init__(self, config=None, ...)`)."""
+    try:
+        first = next(iter(list(inspect.signature(cls.__init__).parameters)[1:]), None)
+    except (TypeError, ValueError):
+        return False
+    return first == "config"
 
 
 def is_hf_model(cls: type | None) -> bool:
