@@ -276,8 +276,18 @@ KWARGS_DEFAULTS_FINDINGS = [
 ] + [(f"kwargs_defaults_{variant}/layers.py", line, "RL101",
       f"`{layer}` uses Post-LN: the norm follows `residual + self.ff(x)`; {POST_LN_TAIL}")
      for variant in ("post", "raises", "warmup")
-     for line, layer in ((19, "FeedForward"), (37, "EncoderLayer"), (54, "DecoderLayer"))]
+     for line, layer in ((19, "FeedForward"), (54, "DecoderLayer"))]
 STATIC_FINDINGS += KWARGS_DEFAULTS_FINDINGS
+# A layer Post-LN by its own default is placed as the stacks of other files build it (the encoder's layers
+# above, and rl101_built_pre's EncoderLayer, are Pre-LN there); a skip scaled by alpha=1.0 is no DeepNorm.
+# espnet2's transducer attention: a score method chosen in __init__, softmax over q @ k written by hand.
+STATIC_FINDINGS += [("rl101_built_pre/layers.py", line, "RL101",
+                     f"`{layer}` uses Post-LN: the norm follows `{terms}`; {POST_LN_TAIL}")
+                    for line, layer, terms in ((22, "FeedForward", "self.alpha * residual + self.ff(x)"),
+                                               (64, "DecoderLayer", "self.alpha * residual + self.attention(x)"),
+                                               (83, "SpareLayer", "residual + self.ff(x)"))]
+STATIC_FINDINGS += [("rl201_chosen_score/convolution.py", 12, "RL201",
+                     sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION))]
 # The traced models add what running them shows, where they are built: the Post-LN layers a stack of
 # model.py builds, and the BatchNorm1d at the place the Conformer block builds its convolution module.
 TRACED_FINDINGS = [
@@ -298,7 +308,8 @@ TRACED_FINDINGS += [(f"kwargs_defaults_{variant}/model.py", 9, "RL902",
                      "static findings are still reported")
                     for variant in ("post", "pre", "raises", "warmup")]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
-# helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_conv_in_cnn, stats_function) must stay silent.
+# helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, stats_function)
+# must stay silent.
 
 
 def project_findings(*args: str) -> list[tuple[str, int, str, str]]:
