@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from cli_support import codes, run_reslint, write
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
 
@@ -99,3 +100,83 @@ def test_a_flag_default_read_by_kwargs_pop_decides_the_placement(tmp_path):
                     return x + self.ff(self.norm(x))
                 return self.norm(x + self.ff(x))
         ''') == [(14, "RL101", f"`PoppedPost` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_ADVICE}")]
+
+
+CONV_MODULE = '''\
+import torch.nn as nn
+
+
+class ConvModule(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.depthwise = nn.Conv1d(dim, dim, 3, padding=1, groups=dim)
+        self.norm = nn.BatchNorm1d(dim)
+
+    def forward(self, x):
+        return self.norm(self.depthwise(x.transpose(1, 2))).transpose(1, 2)
+'''
+# A copy of a Conformer block that an interrupted `--fix` left beside the module: it builds ConvModule next to
+# attention, but it is reslint's own temporary file, not the project's code.
+LEFT_BY_FIX = '''\
+import torch.nn as nn
+
+from conv import ConvModule
+
+
+class ConformerBlock(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, 2, batch_first=True)
+        self.conv = ConvModule(dim)
+
+    def forward(self, x):
+        x = x + self.attn(x, x, x, need_weights=False)[0]
+        return x + self.conv(x)
+'''
+
+
+def test_the_project_index_does_not_read_a_file_left_by_an_interrupted_fix(tmp_path):
+    """Cross-file sequence evidence (RL201) comes from the project's files only: the attention in
+    `.reslint-fix-*.py` does not make conv.py's BatchNorm part of a sequence model."""
+    write(tmp_path, {"pyproject.toml": "", "conv.py": CONV_MODULE, ".reslint-fix-abc123.py": LEFT_BY_FIX})
+    result = run_reslint("check", "--static", "--no-cache", "--output-format", "json", "conv.py", cwd=tmp_path)
+    assert codes(result.stdout) == []
+    # The same block under its own name is the project's code: the evidence counts.
+    (tmp_path / "conformer.py").write_text(LEFT_BY_FIX, encoding="utf-8")
+    result = run_reslint("check", "--static", "--no-cache", "--output-format", "json", "conv.py", cwd=tmp_path)
+    assert codes(result.stdout) == [("conv.py", "RL201", 8)]
+
+
+POST_LN_MODEL = '''\
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.ff = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.norm(x + self.ff(x))
+'''
+TRAINING = '''\
+import torch
+
+from model import Block
+
+model = Block()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+'''
+
+
+def test_the_train_globs_skip_a_file_left_by_an_interrupted_fix(tmp_path):
+    """`train = ["scripts/*.py"]` reads training scripts RL301 links to the model; reslint's own temporary file
+    in that folder is no training script (its RL301 would point at a file the user never wrote)."""
+    write(tmp_path, {"pyproject.toml": '[tool.reslint]\ntrain = ["scripts/*.py"]\n', "model.py": POST_LN_MODEL,
+                     "scripts/.reslint-fix-abc123.py": TRAINING})
+    result = run_reslint("check", "--static", "--no-cache", "--output-format", "json", "model.py", cwd=tmp_path)
+    assert codes(result.stdout) == [("model.py", "RL101", 11)]
+    (tmp_path / "scripts" / "train.py").write_text(TRAINING, encoding="utf-8")
+    result = run_reslint("check", "--static", "--no-cache", "--output-format", "json", "model.py", cwd=tmp_path)
+    assert codes(result.stdout) == [("model.py", "RL101", 11), ("scripts/train.py", "RL301", 6)]
