@@ -311,6 +311,8 @@ TRACED_FINDINGS += [(f"kwargs_defaults_{variant}/model.py", 9, "RL902",
 # Pre-LN, as encoder.py builds it. The Conformer block takes its modules built: inferred ones do not run (info).
 TRACED_FINDINGS += [
     ("rl101_built_pre/decoder.py", 18, "RL101", f"`DecoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
+    # The trace engine counts espnet's hand-written softmax(q @ k) as attention: the encoder's BatchNorm1d too.
+    ("rl201_conformer_encoder/encoder.py", 26, "RL201", sequence_batchnorm("ConvolutionModule", HAND_WRITTEN_ATTENTION)),
     ("rl201_chosen_score/conformer.py", 17, "RL903",
      "the forward of Conformer raised TypeError: 'types.SimpleNamespace' object is not callable; reslint inferred the "
      "inputs float[2,16,16] (inferred from LayerNorm (norm_att)); pass --inputs; static findings are still reported"),
