@@ -118,7 +118,7 @@ PACKAGES = (
         "espnet/nets/pytorch_backend/conformer/encoder_layer.py", "espnet/nets/pytorch_backend/conformer/convolution.py",
         "espnet/nets/pytorch_backend/tacotron2/cbhg.py", "espnet2/asr/encoder/conformer_encoder.py",
         "espnet2/asr/encoder/transformer_encoder.py", "espnet2/enh/separator/tfgridnet_separator.py",
-        "espnet2/enh/layers/swin_transformer.py")),
+        "espnet2/enh/layers/swin_transformer.py", "espnet2/asr_transducer/encoder/modules/convolution.py")),
 )
 
 

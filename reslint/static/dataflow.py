@@ -163,14 +163,17 @@ class Evaluator:
         # RL103's look through registry loaders of this file's models (`self.encoder = AutoModel.from_config(
         # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
         self.loaded_modules: dict[tuple[str, str], str] = {}
+        self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
 
     # ----- entry points ---------------------------------------------------------
 
-    def evaluate_class(self, info: ClassInfo) -> Graph:
+    def evaluate_class(self, info: ClassInfo, spec: ModuleSpec | None = None) -> Graph:
+        """`spec`: how the class is built (its constructor arguments); its own defaults without one."""
         forward = self.index.method(info, "forward")
         if forward is None:
             return self.graph
-        self_value = SelfRef(info, None)
+        self_value = SelfRef(info, spec)
+        self.root = self_value
         scope = Scope(info, self_value, (Frame("module", info.name),), ())
         args = [self_value] + self._fresh_params(forward, scope, skip_self=True)
         for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
@@ -556,6 +559,11 @@ class Evaluator:
                 return f"config.{field[0]}", self._config_value(self_value.spec.owner, passed, field), True
             owner = self_value.spec.owner
             forwarded = isinstance(passed, cst.Name) and owner is not None and passed.value in owner.init_defaults
+            if forwarded and self.root is not None and self.root.spec is not None and owner is self.root.cls:
+                # `FeedForward(layer_norm=layer_norm)` in a layer evaluated as another file builds it.
+                outer = self._constructor_arg(self.root.spec, owner, passed.value)
+                if outer is not None:
+                    return own, self.index.fold(None, outer), False
             return own, self.index.fold(owner, passed), forwarded
         field = _config_field(expr)
         if field is not None:
@@ -854,7 +862,7 @@ class Evaluator:
                 if passed is not None:
                     return passed
                 return ModRef(spec, f"self.{attr}")
-            method = self.index.method(base.cls, attr)
+            method = self.index.method(base.cls, attr) or self._chosen_method(base.cls, attr)
             if method is not None:
                 return Method(base, method)
             loaded = self.loaded_modules.get((base.cls.name, attr))
@@ -895,6 +903,13 @@ class Evaluator:
         if isinstance(base, Shape):
             return SHAPE
         return UNKNOWN_VALUE
+
+    def _chosen_method(self, info: ClassInfo, attr: str) -> cst.FunctionDef | None:
+        """`self.compute_att_score = self.compute_attention_score` in `__init__`: the method it names."""
+        chosen = self.index.attr_value(info, attr)
+        if isinstance(chosen, cst.Attribute) and is_self_attr(chosen) and chosen.attr.value != attr:
+            return self.index.method(info, chosen.attr.value)
+        return None
 
     def _passed_module(self, self_value: SelfRef, spec: ModuleSpec):
         """A module handed to the constructor (`self.ffn = ffn`): resolve it from the call site when known."""
@@ -955,11 +970,25 @@ class Evaluator:
             return TupleValue(items)
         if not any(isinstance(v, Node) for v in values):
             return SHAPE if any(isinstance(v, Shape) for v in values) else UNKNOWN_VALUE
+        kept = _unit_scaled(operator, [self._scale_factor(value, scope) for value in values])
+        if kept is not None:  # `self.alpha * residual` with alpha's default 1.0: the skip is not scaled
+            return kept
         inputs = [self.operand(value, term, scope) for value, term in operands]
         if operator != "add":  # only residual adds show their terms; rendering each level of a chain is quadratic
             return self.new(operator, inputs, where, scope)
         texts = [self.code(term) for _, term in operands]
         return self.new(operator, inputs, where, scope, terms=texts)
+
+    def _scale_factor(self, value, scope: Scope):
+        """A number stored from a constructor argument (`self.alpha = alpha`, indexed as a possible module):
+        the value the class is built with, else the argument's default; any other value as it is."""
+        if not (isinstance(value, ModRef) and value.spec.kind == "passed" and scope.self_value is not None):
+            return value
+        info, built = scope.self_value.cls, scope.self_value.spec
+        passed = self._constructor_arg(built, info, value.spec.name) if built is not None else None
+        number = self.index.fold(built.owner, passed) if passed is not None else self.index.fold(
+            info, info.init_defaults.get(value.spec.name))
+        return Const(number) if isinstance(number, (int, float)) else value
 
     def _fold_binary(self, operator, numbers):
         try:
@@ -1446,3 +1475,16 @@ def _names_in(expr) -> set[str]:
     visitor = Names()
     walk(expr, visitor)
     return visitor.found
+
+
+def _unit_scaled(operator: str, values: list):
+    """The tensor of `1.0 * x`, `x * 1` or `x / 1`; None for any other operation."""
+    if operator not in ("mul", "div") or len(values) != 2:
+        return None
+    for position, (unit, other) in enumerate((values, values[::-1])):
+        if operator == "div" and position == 0:
+            continue
+        if isinstance(unit, Const) and not isinstance(unit.value, bool) and isinstance(unit.value, (int, float)) \
+                and unit.value == 1 and isinstance(other, Node):
+            return other
+    return None

@@ -20,6 +20,7 @@ from reslint.static import torch_api
 from reslint.static.walk import walk
 from itertools import product
 
+from reslint.static.built_elsewhere import site_specs
 from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.imported_blocks import imported_block_placement
@@ -88,6 +89,9 @@ class StaticExtractor:
         outermost = [info for info in module_classes if info.name not in used]
         # Facts gathered over every class evaluated as a root; a place seen from several roots is kept once.
         self.residual_facts: dict[tuple, ResidualAdd] = {}
+        # Root -> its view of each add: a block two roots build differently (one passes `layer_norm="pre"`)
+        # is summarised in each model as that model builds it.
+        self.seen_from: dict[str, dict[tuple, ResidualAdd]] = {}
         self.final_norms: dict[str, bool | None] = {}
         self.iterations: dict[str, tuple[int, int]] = {}
         self.chains: dict[tuple[int, int], LinearChain] = {}
@@ -169,6 +173,13 @@ class StaticExtractor:
         except BudgetExceeded:
             return
         flags = sorted(evaluator.undecided, key=_placement_flag_first)[:2]
+        defaults = [flag for flag in evaluator.flag_defaults if _placement_flag_first(flag) == 0]
+        if defaults or any(_placement_flag_first(flag) == 0 for flag in evaluator.undecided):
+            self.flagged.add(info.name)
+        if defaults and not flags and self.builders and info.name not in self.built_here:
+            built = yield from self._as_built_elsewhere(info, norm_kinds)
+            if built:
+                return
         if not flags:
             yield graph, (), ""
         for values in product((True, False), repeat=len(flags)) if flags else ():
@@ -180,9 +191,6 @@ class StaticExtractor:
             except BudgetExceeded:
                 return
             yield graph, tuple((("flag", flag), 0 if value else 1) for flag, value in zip(flags, values)), ""
-        defaults = [flag for flag in evaluator.flag_defaults if _placement_flag_first(flag) == 0]
-        if defaults or any(_placement_flag_first(flag) == 0 for flag in evaluator.undecided):
-            self.flagged.add(info.name)
         for flag in defaults[:2]:
             other = Evaluator(self.index, self.positions, self.path)
             other.norm_class_kinds = norm_kinds
@@ -192,6 +200,23 @@ class StaticExtractor:
             except BudgetExceeded:
                 return
             yield graph, (), flag_text(flag, not evaluator.flag_defaults[flag])
+
+    def _as_built_elsewhere(self, info: ClassInfo, norm_kinds):
+        """A block whose placement flag the stacks of other files set: one graph per way they build it
+        (their placement is its placement, its own default is not). False when no stack elsewhere builds it
+        with other placement arguments than its defaults."""
+        specs, sites = site_specs(self.index, self.source_path, info)
+        self.facts.reads.extend(path for path in dict.fromkeys(str(site.path) for site in sites)
+                                if path not in self.facts.reads)
+        for spec in specs:
+            evaluator = Evaluator(self.index, self.positions, self.path)
+            evaluator.norm_class_kinds = norm_kinds
+            try:
+                graph = evaluator.evaluate_class(info, spec)
+            except BudgetExceeded:
+                return True
+            yield graph, (), ""
+        return bool(specs)
 
     def _collect(self, graph: Graph, assumed: tuple, other: str = "", root: str = "",
                  consumed: bool = False) -> None:
@@ -207,6 +232,8 @@ class StaticExtractor:
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
+            seen = self.seen_from.setdefault(root, {})
+            seen[key] = _prefer(seen.get(key), fact)
             if fact.block == root:
                 self.standalone.setdefault(key, True)
             else:
@@ -564,7 +591,9 @@ class StaticExtractor:
                     markers.append("attention (softmax over q @ k)")
         stacks = tuple(key for key, stack in self.facts.stacks.items() if stack.owner in classes)
         stack_blocks = {name for key in stacks for name in self.facts.stacks[key].block_classes}
-        own = [fact for fact in self.facts.residuals
+        seen = self.seen_from.get(info.name, {})
+        own = [seen.get((fact.span.line, fact.span.column, fact.stack, fact.condition), fact)
+               for fact in self.facts.residuals
                if not fact.stack and fact.block in classes and fact.block not in stack_blocks]
         placement = combined_placement(own) if own else "none"
         if stacks and placement in ("none", "unknown"):

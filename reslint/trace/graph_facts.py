@@ -11,6 +11,7 @@ from __future__ import annotations
 from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack
 from reslint.placement import added_back, combined_placement
 from reslint.static.torch_api import SEQUENCE_MODULES
+from reslint.trace.attention_ops import MARKER as HAND_WRITTEN_ATTENTION, softmax_over_product
 from reslint.trace.attribution import Attribution
 from reslint.trace.fx_graph import SEARCH_BUDGET, FxGraph, format_shape, shape_of
 from reslint.trace.norm_recognition import NormRecognizer
@@ -240,6 +241,8 @@ class GraphFacts:
             op = self.graph.ops[node]
             if op in ALWAYS_PARAMETRISED:
                 markers.append("attention (scaled_dot_product_attention)")
+            elif softmax_over_product(self.graph, node):
+                markers.append(HAND_WRITTEN_ATTENTION)
             elif op == "embedding" and not any(marker.startswith("token embeddings") for marker in markers):
                 markers.append("token embeddings (F.embedding)")  # not an nn.Embedding's own call
         return tuple(dict.fromkeys(markers))

@@ -21,6 +21,7 @@ evaluated in the file's namespace with `torch` and `nn` available.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import re
@@ -217,6 +218,7 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
         except Exception as error:  # noqa: BLE001 - user classes with unusual signatures or metaclasses
             build, reason = None, f"cannot tell how to build it ({one_line(error)})"
         unread_site = None
+        placed = stacks_arguments(obj, path) if root is not None and build is obj else ({}, "")
         if build is None and root is not None and reason.startswith("its constructor needs arguments"):
             finder = finder or site_finder(module, path, root)
             spec = site_spec(obj, finder, path, module)
@@ -225,7 +227,7 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
                 continue
             unread_site = spec
         if build is None and reason.startswith("its constructor needs arguments") or build is obj:
-            spec = inferred_spec(obj, path, namespace, unread_site)
+            spec = inferred_spec(obj, path, namespace, unread_site, placed)
             if spec is not None:
                 specs.append(spec)
                 continue
@@ -236,6 +238,9 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
             skipped[obj.__name__] = reason
             continue
         spec = ModelSpec(obj.__name__, class_line(obj, path), build, cls=obj)
+        if placed[0]:
+            spec.build = functools.partial(obj, **placed[0])
+            spec.notes += (f"built with {describe_placed(placed[0])}, as {placed[1]} builds it",)
         # A composite model whose config may be None (RAG: built from a question encoder and a generator
         # otherwise) is built from its config's defaults too: the config builds the parts' own defaults.
         if is_hf_model(obj) and (build is not obj or config_first(obj)) and no_arg_constructible(obj.config_class):
@@ -294,9 +299,30 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
                      reads=reads, notes=notes, depth=usable.depth)
 
 
-def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec | None) -> ModelSpec | None:
+def stacks_arguments(cls: type, path: str) -> tuple[dict, str]:
+    """The placement arguments every stack of another project file builds `cls` with, and where (see
+    static/built_elsewhere): a layer Post-LN by its own default that the project only stacks Pre-LN."""
+    from reslint.static.built_elsewhere import arguments_from_stacks, placement_parameters
+
+    try:
+        defaults = {name: parameter.default for name, parameter in inspect.signature(cls).parameters.items()}
+        if not placement_parameters(defaults):
+            return {}, ""
+        with open(path, encoding="utf-8") as file:
+            return arguments_from_stacks(path, cls.__name__, file.read())
+    except Exception:  # noqa: BLE001 - an unreadable signature or project: the class's own defaults stand
+        return {}, ""
+
+
+def describe_placed(arguments: dict) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in arguments.items())
+
+
+def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec | None,
+                  placed: tuple[dict, str] = ({}, "")) -> ModelSpec | None:
     """Build `cls` from constructor arguments inferred from its parameters' names (see constructor_arguments);
-    None when one of them follows no convention (or it needs none)."""
+    None when one of them follows no convention (or it needs none). `placed`: the placement arguments the
+    project's stacks build it with, and where (`stacks_arguments`)."""
     from reslint.trace.constructor_arguments import describe, inferred_arguments
 
     try:
@@ -308,6 +334,9 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
     arguments, depth = inferred
     text = describe(arguments)
     notes = (f"built from inferred constructor arguments: {text}",)
+    if placed[0]:
+        arguments = {**arguments, **placed[0]}
+        notes += (f"built with {describe_placed(placed[0])}, as {placed[1]} builds it",)
     if unread_site is not None:
         notes += (f"the arguments at {unread_site.site} cannot be read without running the project's code",)
     if depth:

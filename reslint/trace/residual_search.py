@@ -217,6 +217,8 @@ class ResidualSearch:
         op = self.graph.ops[node]
         if op in DROPOUT_OPS:
             kind = DROPOUT
+        elif op in ("mul", "__mul__", "__rmul__", "div", "__truediv__") and unit_scale(node):
+            kind = PASS  # `self.alpha * residual` with alpha's default 1.0: the skip is not scaled
         elif op in ("mul", "__mul__", "__rmul__"):
             kind = MUL
         elif op in ("div", "__truediv__"):
@@ -272,3 +274,11 @@ def _expanded(shape: tuple | None, result: tuple | None) -> bool:
         return False
     padded = (1,) * (len(result) - len(shape)) + tuple(shape)
     return any(size == 1 and wanted != 1 for size, wanted in zip(padded, result))
+
+
+def unit_scale(node) -> bool:
+    """`1.0 * x`, `x * 1`, `x / 1`: a product whose number operand is one (not a tensor, not a bool)."""
+    numbers = [arg for arg in node.args if isinstance(arg, (int, float)) and not isinstance(arg, bool)]
+    if len(numbers) != 1 or len(node.args) != 2 or numbers[0] != 1:
+        return False
+    return not (str(node.target).endswith(("div", "truediv__")) and node.args[0] is numbers[0])
