@@ -7,8 +7,12 @@ with `ast` (nothing runs, torch is not imported). Its arguments become a Python 
 from what the source spells: literals and arithmetic, module constants, argparse defaults, the
 defaults of dataclasses and config classes, values of the YAML/JSON/Hydra configs the script loads,
 and a factory's parameters bound where the factory is called. Calls stay only where they build
-something the model's module defines (`GPT(GPTConfig(n_layer=2))`) or torch does (`nn.GELU()`):
-evaluating the expression runs the model's own constructors and nothing else of the project.
+something the model's module defines (`GPT(GPTConfig(n_layer=2))`), torch does (`nn.GELU()`), or a
+layer of another project file the model is given (`mlp=FeedForward(...)`: an `nn.Module` class, or a
+class with `__call__`, imported by its module's name when the expression is evaluated): evaluating the
+expression runs the model's own constructors and those layers' and nothing else of the project. A list
+filled by a loop (`layers = nn.ModuleList()`, then `for _ in range(n): layers.append(layer)`) is read
+SHRUNK_DEPTH long, the site keeping the whole expression too in case a shallower model does not validate.
 
 Files of other modules are found through the project index (`reslint/project_index.py`): its
 list of the project's files and its import resolver.

@@ -100,17 +100,21 @@ def placeholder(parameter: inspect.Parameter) -> bool:
 
 
 def resolve_annotation(annotation: Any, namespace: dict) -> Any:
-    """The object a parameter annotation names in `namespace` (`"Optional[Config]"` too), or None."""
+    """The object a parameter annotation names in `namespace` (`"Optional[Config]"`, `"tuple[int, int]"`,
+    `"Literal['a', 'b']"` too; an optional one unwrapped), or None."""
     if isinstance(annotation, str):
-        text = annotation.strip().strip("'\"")
+        text = annotation.strip().strip("'\"") if annotation.count("'") + annotation.count('"') == 2 and \
+            annotation.strip()[:1] in "'\"" else annotation.strip()
+        if re.fullmatch(r"[\w\[\]., '\"|]+", text):  # names, subscripts and literals only: nothing runs
+            try:
+                return unwrap_optional(eval(text, {**vars(typing), "__builtins__": {}, "int": int, "float": float,
+                                                   "str": str, "bool": bool, "tuple": tuple, "list": list,
+                                                   "None": None, **namespace}))  # noqa: S307
+            except Exception:  # noqa: BLE001 - a name the module does not bind
+                pass
         if text.startswith("Optional[") and text.endswith("]"):
             text = text[len("Optional["):-1]
         text = text.split("|")[0].strip()
-        if re.fullmatch(r"(tuple|Tuple|typing\.Tuple)\[[\w., ]+\]", text):
-            try:  # `tuple[int, int, int, int]` (a shape)
-                return eval(text, {"typing": typing, "Tuple": typing.Tuple, "int": int, "float": float})  # noqa: S307
-            except Exception:  # noqa: BLE001 - a name of the module's own
-                return None
         if not re.fullmatch(r"[A-Za-z_][\w.]*", text):
             return None
         value: Any = namespace
@@ -119,6 +123,16 @@ def resolve_annotation(annotation: Any, namespace: dict) -> Any:
             if value is None:
                 return None
         return value
+    return unwrap_optional(annotation)
+
+
+def unwrap_optional(annotation: Any) -> Any:
+    """`Optional[X]` / `X | None` -> X."""
+    import types
+
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)]
+        return kinds[0] if len(kinds) == 1 else None
     return annotation
 
 
@@ -298,6 +312,11 @@ def build_inferred(cls: type, namespace: dict, arguments: dict,
 def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str],
                     error: Exception) -> tuple[dict, list[str]] | None:
     """The next arguments to try after `error`, or None when its statement names nothing to change."""
+    for name, value in arguments.items():  # raised while building a module argument: retry that one
+        if isinstance(value, Built) and raised_in(value, error):
+            inner = retry_arguments(value.cls, vars(inspect.getmodule(value.cls) or object()), value.arguments,
+                                    depth, error)
+            return ({**arguments, name: Built(value.cls, inner[0])}, inner[1]) if inner is not None else None
     parameters = {parameter.name: parameter for parameter in constructor_parameters(cls) or ()}
     named = [name for name in statement_names(cls, error) if name in parameters]
     image_model = any(name in parameters for name in IMAGE_PARAMETERS)
@@ -319,6 +338,12 @@ def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str
         elif not re.fullmatch(DEPTH, name.lower()) and convention(name, image_model) in (WIDTH, FEEDFORWARD):
             changed[name] = value * WIDER
     return (changed, depth) if changed != arguments else None
+
+
+def raised_in(value: Built, error: BaseException) -> bool:
+    """Whether `error` was raised building the module argument `value` (or one of its own)."""
+    return bool(statement_names(value.cls, error)) or any(
+        raised_in(inner, error) for inner in value.arguments.values() if isinstance(inner, Built))
 
 
 def statement_names(cls: type, error: BaseException) -> list[str]:

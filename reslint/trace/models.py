@@ -12,7 +12,9 @@ project whose arguments reslint can read without running the project's code
 a test, a `__main__` block or a factory, its values from literals, constants, argparse defaults and
 configs. The summary says which site (`built from train.py:42`). Where no site builds it, its arguments
 are inferred from its parameters' names (`reslint.trace.constructor_arguments`): the summary says
-`built from inferred arguments (dim=64, depth=2)`, and a failure of that guess is an info.
+`built from inferred arguments (dim=64, depth=2)`, and a failure of that guess is an info. A guess the
+constructor rejects is retried with what the failing statement names (the notes say the first guess and
+its error); a site built shallower that does not validate is built at its own depth.
 
 `--model FILE:EXPR` and `[[tool.reslint.models]] factory` name factories explicitly; EXPR is
 evaluated in the file's namespace with `torch` and `nn` available.
