@@ -163,7 +163,7 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return dataclass_value(annotation, namespace, depth)
     if is_module_type(annotation):
-        return module_value(annotation, level)
+        return module_value(annotation, level, depth)
     value = convention(parameter.name, image_model)
     arity = typing.get_args(annotation) if typing.get_origin(annotation) is tuple else ()
     if value is not NOT_INFERRED and arity and Ellipsis not in arity and all(kind is int for kind in arity) \
@@ -175,6 +175,9 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
         return NOT_INFERRED  # an activation given as a class or a callable, not by name
     if annotation is float and isinstance(value, int):
         value = float(value)
+    elif isinstance(annotation, type) and annotation.__module__ not in ("builtins", "inspect") and \
+            not isinstance(value, annotation):
+        return NOT_INFERRED  # `src_vocab: Vocabulary` is an object, not a vocabulary size
     if re.fullmatch(DEPTH, parameter.name.lower()):
         depth.append(parameter.name)
     return value
@@ -195,7 +198,7 @@ def annotated_value(annotation: Any) -> Any:
     return NOT_INFERRED
 
 
-def module_value(annotation: type, level: int) -> Any:
+def module_value(annotation: type, level: int, depth: list[str]) -> Any:
     """A project module class to build for a parameter annotated with it (a subclass with a `forward` of its
     own for an abstract base), with its own inferred arguments; NOT_INFERRED for torch's classes (a
     submodule to wrap: nothing to guess) or past MODULE_LEVELS."""
@@ -206,6 +209,7 @@ def module_value(annotation: type, level: int) -> Any:
             continue
         inferred = inferred_arguments(cls, vars(inspect.getmodule(cls) or object()), level + 1)
         if inferred is not None:
+            depth += inferred[1]  # a depth inferred for the argument is as unknown as the model's own
             return Built(cls, inferred[0])
         if not [parameter for parameter in constructor_parameters(cls) or ()
                 if parameter.default is inspect.Parameter.empty]:
