@@ -137,3 +137,36 @@ def test_a_failed_guess_is_info_naming_the_inferred_arguments(tmp_path):
     assert finding["message"] == (
         "cannot build Grouped: AssertionError: dim must split into three groups (reslint built it from inferred "
         "arguments (dim=32, heads=4); pass --model FILE:EXPR to build it yourself); static findings are still reported")
+
+
+def test_annotations_give_shapes_literals_enums_and_project_modules():
+    import enum
+    from typing import Literal
+
+    class Kind(enum.Enum):
+        GRU = "gru"
+        LSTM = "lstm"
+
+    class Cache(torch.nn.Module):
+        def __init__(self, k_shape: tuple[int, int, int, int], mode: Literal["fifo", "ring"], kind: Kind):
+            super().__init__()
+
+    class Base(torch.nn.Module):  # no forward of its own: its subclass is built
+        pass
+
+    class Concrete(Base):
+        def __init__(self, dim):
+            super().__init__()
+
+        def forward(self, x):
+            return x
+
+    class Head(torch.nn.Module):
+        def __init__(self, body: Base, wrapped: torch.nn.Linear = None):
+            super().__init__()
+
+    namespace = {"Kind": Kind, "Base": Base}  # the module's names (this file's annotations are strings)
+    assert inferred_arguments(Cache, namespace) == (
+        {"k_shape": (32, 32, 32, 32), "mode": "fifo", "kind": Kind.GRU}, [])
+    arguments, _ = inferred_arguments(Head, namespace)
+    assert repr(arguments["body"]) == "Concrete(dim=32)"  # torch's own classes stay unguessed (`wrapped`)

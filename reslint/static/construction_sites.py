@@ -7,8 +7,12 @@ with `ast` (nothing runs, torch is not imported). Its arguments become a Python 
 from what the source spells: literals and arithmetic, module constants, argparse defaults, the
 defaults of dataclasses and config classes, values of the YAML/JSON/Hydra configs the script loads,
 and a factory's parameters bound where the factory is called. Calls stay only where they build
-something the model's module defines (`GPT(GPTConfig(n_layer=2))`) or torch does (`nn.GELU()`):
-evaluating the expression runs the model's own constructors and nothing else of the project.
+something the model's module defines (`GPT(GPTConfig(n_layer=2))`), torch does (`nn.GELU()`), or a
+layer of another project file the model is given (`mlp=FeedForward(...)`: an `nn.Module` class, or a
+class with `__call__`, imported by its module's name when the expression is evaluated): evaluating the
+expression runs the model's own constructors and those layers' and nothing else of the project. A list
+filled by a loop (`layers = nn.ModuleList()`, then `for _ in range(n): layers.append(layer)`) is read
+SHRUNK_DEPTH long, the site keeping the whole expression too in case a shallower model does not validate.
 
 Files of other modules are found through the project index (`reslint/project_index.py`): its
 list of the project's files and its import resolver.
@@ -27,6 +31,7 @@ from reslint.file_gate import read_project_file
 from reslint.static.config_files import find_config, hydra_config, read_config
 
 NAMESPACE = "_reslint_namespace"  # types.SimpleNamespace in the evaluation namespace (argparse args passed whole)
+IMPORT = "_reslint_import"  # importlib.import_module there: a module class of another project file, built for real
 MAX_FILES = 2000  # project files read for construction sites
 MAX_FILE_BYTES = 2_000_000
 MAX_DEPTH = 60  # nested evaluations (names, factories' callers)
@@ -76,6 +81,7 @@ class Site:
     reads: tuple[str, ...] = ()  # the files the expression was read from (script, callers, configs)
     shrunk: str = ""  # "num_layers 12 -> 2"
     depth: int = 0  # the depth the site sets, where the model is built shallower (shrunk)
+    full: str = ""  # where shrunk: the expression at the site's own depth (a shallower build may not validate)
 
 
 def construction_sites(class_name: str, finder: Finder) -> list[Site]:
@@ -250,6 +256,49 @@ class FileReader:
             return f"{base}.{node.attr}" if base else ""
         return ""
 
+    def is_module_class(self, name: str, hops: int = 0) -> bool:
+        """Whether the class `name` of this file is an `nn.Module`: it has a `forward`, or a base that is one."""
+        cls = self.classes.get(name)
+        if cls is None or hops > 8:
+            return False
+        if self.defines(name, "forward"):
+            return True
+        for base in cls.bases:
+            qualified = self.qualified(base)
+            if qualified.endswith("Module") and qualified.split(".")[0] in ("torch", "nn", "Module"):
+                return True
+            if isinstance(base, ast.Name) and base.id in self.classes and base.id != name:
+                if self.is_module_class(base.id, hops + 1):
+                    return True
+            elif isinstance(base, ast.Name) and base.id in self.imports:
+                module, level, imported = self.imports[base.id]
+                path = self.module_file(module, level) if imported else None
+                other = self.finder.reader(path) if path else None
+                if other is not None and other.is_module_class(imported, hops + 1):
+                    return True
+        return False
+
+    def defines(self, class_name: str, method: str) -> bool:
+        cls = self.classes.get(class_name)
+        return cls is not None and any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                                       item.name == method for item in cls.body)
+
+    def importable_name(self) -> str:
+        """The dotted name this file is imported by while the model's file is loaded (the loader's `sys.path`)."""
+        from reslint.project_index import module_name, search_path
+
+        package = module_name(self.path)
+        if package is not None:
+            return package[0]
+        for entry in search_path(self.finder.model_path, self.finder.root):
+            try:
+                parts = Path(self.path).relative_to(entry).with_suffix("").parts
+            except ValueError:
+                continue
+            if parts and all(part.isidentifier() for part in parts):
+                return ".".join(parts)
+        raise Unevaluable(f"`{Path(self.path).name}` is not importable from the model's file")
+
     def scope_of(self, node: ast.AST) -> ast.AST:
         parent = self.parents.get(node)
         while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -314,14 +363,24 @@ class FileReader:
         try:
             args, keywords = evaluator.arguments(call, self.scope_of(call), site=True)
             parameters = constructor_parameters(self.finder.reader(self.finder.model_path), class_name)
+            full = render_call(class_name, list(args), dict(keywords)) if not evaluator.stacks else ""
             shrunk, depth = shrink(args, keywords, parameters)
+            depths = {count for _, count in evaluator.stacks} | ({depth} if shrunk else set())
+            if evaluator.stacks:
+                deep = Evaluator(self, shallow=False)
+                full = render_call(class_name, *deep.arguments(call, self.scope_of(call)))
+                if len(depths) == 1:
+                    depth = depths.pop()
+                    shrunk = shrunk or ", ".join(f"{name} {count} -> {SHRUNK_DEPTH}" for name, count in evaluator.stacks)
+                else:  # stacks of different depths: which is which is not known, so none is shrunk
+                    return Site(self.path, call.lineno, full, reads=tuple(sorted(evaluator.reads)))
             expr = render_call(class_name, args, keywords)
         except Unevaluable as error:
             return Site(self.path, call.lineno, reason=str(error), reads=tuple(sorted(evaluator.reads)))
         except RecursionError:
             return Site(self.path, call.lineno, reason="its arguments nest too deeply to read")
         return Site(self.path, call.lineno, expr, reads=tuple(sorted(evaluator.reads)), shrunk=shrunk,
-                    depth=depth)
+                    depth=depth, full=full if shrunk else "")
 
 
 def argparse_dest(call: ast.Call) -> str:
@@ -337,16 +396,20 @@ def argparse_dest(call: ast.Call) -> str:
 class Evaluator:
     """The value of an expression of one file, from what the source spells (never running it)."""
 
-    def __init__(self, reader: FileReader, depth: int = 0, reads: set[str] | None = None):
+    def __init__(self, reader: FileReader, depth: int = 0, reads: set[str] | None = None, shallow: bool = True):
         self.reader = reader
+        self.shallow = shallow  # a list of layers filled by a loop keeps SHRUNK_DEPTH of them
         self.depth = depth
         self.reads = reads if reads is not None else set()
         self.reads.add(reader.path)
+        self.stacks: list[tuple[str, int]] = []  # (the list's name, its length) of layer lists built shallower
 
     def other(self, reader: FileReader) -> Evaluator:
         if self.depth > MAX_DEPTH:
             raise Unevaluable("it is built through too many steps to follow")
-        return Evaluator(reader, self.depth + 1, self.reads)
+        evaluator = Evaluator(reader, self.depth + 1, self.reads, self.shallow)
+        evaluator.stacks = self.stacks
+        return evaluator
 
     def arguments(self, call: ast.Call, scope: ast.AST, site: bool = False) -> tuple[list, dict]:
         """A call's positional and keyword values; at a `site`, an unreadable one is named in the reason."""
@@ -464,17 +527,21 @@ class Evaluator:
         current: ast.AST | None = scope
         while current is not None:
             assigned = self.reader.bindings(current).get(name)
+            parameter = parameter_of(current, name) if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else None
+            before = [value for at, value in assigned or () if line is None or at < line]
+            if not before and parameter is not None:
+                # `num_kv_heads = num_kv_heads if num_kv_heads else num_heads`: the name read on the right is
+                # the parameter, not the assignment being evaluated
+                return self.parameter(current, parameter)
             if assigned:
-                before = [value for at, value in assigned if line is None or at < line] or \
-                    [value for _, value in assigned]
+                before = before or [value for _, value in assigned]
                 value = before[-1]
                 if isinstance(value, ast.Name) and value.id in ("<loop>", "<unpacked>"):
                     raise Unevaluable(f"`{name}` is set by a {value.id[1:-1]} statement")
+                if self.empty_list(value) and line is not None:
+                    return self.appended(name, value, current, line)
                 return self.value(value, current)
-            if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                parameter = parameter_of(current, name)
-                if parameter is not None:
-                    return self.parameter(current, parameter)
             current = self.reader.scope_of(current) if current is not self.reader.tree else None
         if name in self.reader.imports:
             return self.imported(name)
@@ -483,6 +550,43 @@ class Evaluator:
         if name in ("None", "True", "False"):
             return {"None": None, "True": True, "False": False}[name]
         raise Unevaluable(f"`{name}` is not defined where reslint can read it")
+
+    def empty_list(self, node: ast.AST) -> bool:
+        """`[]`, `list()` or `nn.ModuleList()`: a list the code fills after it (`layers.append(layer)`)."""
+        if isinstance(node, ast.List):
+            return not node.elts
+        return isinstance(node, ast.Call) and not node.args and not node.keywords and \
+            self.reader.qualified(node.func).rsplit(".", 1)[-1] in ("list", "ModuleList")
+
+    def appended(self, name: str, empty: ast.AST, scope: ast.AST, line: int):
+        """The list `name` as the statements of `scope` before `line` fill it: `name.append(x)`, and
+        `for _ in range(n): ... name.append(x)` (kept SHRUNK_DEPTH long; the stack's depth is n)."""
+        items: list = []
+        for statement in getattr(scope, "body", []):
+            if statement.lineno <= empty.lineno or (statement.end_lineno or statement.lineno) >= line:
+                continue
+            mentions = any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(statement))
+            if not mentions:
+                continue
+            if appended_value(statement, name) is not None:
+                items.append(self.value(appended_value(statement, name), scope))
+                continue
+            looped = appended_value(statement.body[-1], name) if isinstance(statement, ast.For) and \
+                statement.body and not statement.orelse else None
+            count_node = range_count(statement, self.reader) if looped is not None else None
+            if count_node is None or sum(isinstance(node, ast.Name) and node.id == name
+                                         for node in ast.walk(statement)) != 1:
+                raise Unevaluable(f"`{name}` is filled by code reslint does not follow")
+            count = self.value(count_node, scope)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise Unevaluable(f"`{name}` is filled {ast.unparse(count_node)} times, not a count")
+            kept = min(count, SHRUNK_DEPTH) if self.shallow else count
+            if kept < count:
+                self.stacks.append((name, count))
+            items += [self.value(looped, scope) for _ in range(kept)]
+        if isinstance(empty, ast.Call) and self.reader.qualified(empty.func).rsplit(".", 1)[-1] == "ModuleList":
+            return Code(f"torch.nn.ModuleList({render(items)})")
+        return items
 
     def imported(self, local: str):
         module, level, name = self.reader.imports[local]
@@ -618,6 +722,11 @@ class Evaluator:
         of the project (its return expression, with the call's arguments bound)."""
         reader = callee.reader
         args, keywords = self.arguments(node, scope)
+        if callee.name in reader.classes and (reader.is_module_class(callee.name) or
+                                              reader.defines(callee.name, "__call__")):
+            # a layer built for the model (`mlp=FeedForward(...)`, `output=TiedLinear(embedding)`): the model
+            # calls it, so a stand-in namespace would not do
+            return Code(render_call(f"{IMPORT}({reader.importable_name()!r}).{callee.name}", args, keywords))
         if callee.name in reader.classes:
             return Namespace(self.other(reader).instance(reader.classes[callee.name], args, keywords))
         function = reader.functions[callee.name]
@@ -628,7 +737,8 @@ class Evaluator:
         return self.other(reader).with_bound(function, bound).value(returns[0], function)
 
     def with_bound(self, function: ast.AST, bound: dict) -> Evaluator:
-        evaluator = BoundEvaluator(self.reader, self.depth, self.reads)
+        evaluator = BoundEvaluator(self.reader, self.depth, self.reads, self.shallow)
+        evaluator.stacks = self.stacks
         evaluator.bound_values = {function: bound}
         return evaluator
 
@@ -772,6 +882,29 @@ def parameter_default(function, parameter: ast.arg) -> ast.expr | None:
         return arguments.defaults[index - offset] if index >= offset else None
     index = arguments.kwonlyargs.index(parameter)
     return arguments.kw_defaults[index]
+
+
+def appended_value(statement: ast.stmt, name: str) -> ast.expr | None:
+    """`x` of the statement `name.append(x)`, else None."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "append" and \
+                isinstance(call.func.value, ast.Name) and call.func.value.id == name and \
+                len(call.args) == 1 and not call.keywords:
+            return call.args[0]
+    return None
+
+
+def range_count(loop: ast.For, reader: FileReader) -> ast.expr | None:
+    """`n` of `for _ in range(n)` / `range(0, n)`, else None."""
+    call = loop.iter
+    if not (isinstance(call, ast.Call) and reader.qualified(call.func) == "range" and not call.keywords):
+        return None
+    if len(call.args) == 1:
+        return call.args[0]
+    if len(call.args) == 2 and isinstance(call.args[0], ast.Constant) and call.args[0].value == 0:
+        return call.args[1]
+    return None
 
 
 def bound_argument(function, parameter: ast.arg, call: ast.Call) -> ast.expr | None:

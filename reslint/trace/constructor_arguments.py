@@ -13,13 +13,23 @@ replace (joeynmt's `TransformerEncoderLayer(size=0, ff_size=0, num_heads=0)`): i
 
 The model is traced shallow: an inferred depth is not the model's depth, so the stacks built from it
 report no depth (RL104 reads none) — the way a reduced config puts its own depth back.
+
+A parameter annotated with a module class of the project (`encoder: Encoder`) gets that class built the
+same way (a subclass with a `forward` where the annotation is an abstract base), two levels deep at most.
+When the build raises, the statement that raised says what to change (`assert exists(depth)`,
+`assert lora_rank < dim`, `encoder.output_size` on None, `window_size[0]` on an int): the constructor's
+parameters it names are filled (an optional one left None), widened or made pairs, and the build is
+retried, RETRIES times at most. The first error is the one reported when every try fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
+import linecache
 import re
+import typing
 from typing import Any
 
 from reslint.static.construction_sites import SHRUNK_DEPTH
@@ -35,6 +45,9 @@ FEATURES = 16  # mel bins / input features of a speech front end (conv subsampli
 IMAGE, PATCH, IMAGE_CHANNELS = 32, 4, 3
 
 NOT_INFERRED = object()
+RETRIES = 3  # builds after the first, each with the arguments the last error named changed
+WIDER = 4  # a width that an assert found too small is made this many times wider
+MODULE_LEVELS = 2  # a module argument's own module arguments are built, no deeper
 DEPTH = r"(n|num)_(\w+_)?layer|(\w+_)?(n|e|d)?layers|depth|(\w+_)?(n_|num_)?blocks"
 
 # (pattern on the lower-cased parameter name, value); the first match wins, so the specific spellings
@@ -87,9 +100,18 @@ def placeholder(parameter: inspect.Parameter) -> bool:
 
 
 def resolve_annotation(annotation: Any, namespace: dict) -> Any:
-    """The object a parameter annotation names in `namespace` (`"Optional[Config]"` too), or None."""
+    """The object a parameter annotation names in `namespace` (`"Optional[Config]"`, `"tuple[int, int]"`,
+    `"Literal['a', 'b']"` too; an optional one unwrapped), or None."""
     if isinstance(annotation, str):
-        text = annotation.strip().strip("'\"")
+        text = annotation.strip().strip("'\"") if annotation.count("'") + annotation.count('"') == 2 and \
+            annotation.strip()[:1] in "'\"" else annotation.strip()
+        if re.fullmatch(r"[\w\[\]., '\"|]+", text):  # names, subscripts and literals only: nothing runs
+            try:
+                return unwrap_optional(eval(text, {**vars(typing), "__builtins__": {}, "int": int, "float": float,
+                                                   "str": str, "bool": bool, "tuple": tuple, "list": list,
+                                                   "None": None, **namespace}))  # noqa: S307
+            except Exception:  # noqa: BLE001 - a name the module does not bind
+                pass
         if text.startswith("Optional[") and text.endswith("]"):
             text = text[len("Optional["):-1]
         text = text.split("|")[0].strip()
@@ -101,23 +123,61 @@ def resolve_annotation(annotation: Any, namespace: dict) -> Any:
             if value is None:
                 return None
         return value
+    return unwrap_optional(annotation)
+
+
+def unwrap_optional(annotation: Any) -> Any:
+    """`Optional[X]` / `X | None` -> X."""
+    import types
+
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)]
+        return kinds[0] if len(kinds) == 1 else None
     return annotation
 
 
-def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, depth: list[str]) -> Any:
+class Built:
+    """A module argument, built when the model is (on the device the model is built on)."""
+
+    def __init__(self, cls: type, arguments: dict):
+        self.cls, self.arguments = cls, arguments
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Built) and (self.cls, self.arguments) == (other.cls, other.arguments)
+
+    def make(self) -> Any:
+        return self.cls(**materialized(self.arguments))
+
+    def __repr__(self) -> str:
+        return f"{self.cls.__name__}({describe(self.arguments)})"
+
+
+def materialized(arguments: dict) -> dict:
+    return {name: value.make() if isinstance(value, Built) else value for name, value in arguments.items()}
+
+
+def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, depth: list[str],
+              level: int = 0) -> Any:
     """An inferred value for one parameter, or NOT_INFERRED. `depth` collects the depth parameters."""
     annotation = resolve_annotation(parameter.annotation, namespace)
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return dataclass_value(annotation, namespace, depth)
     if is_module_type(annotation):
-        return NOT_INFERRED  # a submodule to wrap: nothing to guess
+        return module_value(annotation, level, depth)
     value = convention(parameter.name, image_model)
+    arity = typing.get_args(annotation) if typing.get_origin(annotation) is tuple else ()
+    if value is not NOT_INFERRED and arity and Ellipsis not in arity and all(kind is int for kind in arity) \
+            and isinstance(value, int):
+        return (value,) * len(arity)
     if value is NOT_INFERRED:
-        return value
+        return annotated_value(annotation)
     if isinstance(value, str) and parameter.annotation not in (inspect.Parameter.empty, str, "str"):
         return NOT_INFERRED  # an activation given as a class or a callable, not by name
     if annotation is float and isinstance(value, int):
         value = float(value)
+    elif isinstance(annotation, type) and annotation.__module__ not in ("builtins", "inspect") and \
+            not isinstance(value, annotation):
+        return NOT_INFERRED  # `src_vocab: Vocabulary` is an object, not a vocabulary size
     if re.fullmatch(DEPTH, parameter.name.lower()):
         depth.append(parameter.name)
     return value
@@ -127,6 +187,53 @@ def is_module_type(annotation: Any) -> bool:
     import torch
 
     return isinstance(annotation, type) and issubclass(annotation, torch.nn.Module)
+
+
+def annotated_value(annotation: Any) -> Any:
+    """What an annotation alone decides: the first of a `Literal` or an `Enum`, else NOT_INFERRED."""
+    if typing.get_origin(annotation) is typing.Literal and typing.get_args(annotation):
+        return typing.get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum) and len(annotation):
+        return next(iter(annotation))
+    return NOT_INFERRED
+
+
+def module_value(annotation: type, level: int, depth: list[str]) -> Any:
+    """A project module class to build for a parameter annotated with it (a subclass with a `forward` of its
+    own for an abstract base), with its own inferred arguments; NOT_INFERRED for torch's classes (a
+    submodule to wrap: nothing to guess) or past MODULE_LEVELS."""
+    if level >= MODULE_LEVELS or annotation.__module__.split(".")[0] == "torch":
+        return NOT_INFERRED
+    for cls in (annotation, *subclasses(annotation)):
+        if not has_forward(cls) or inspect.isabstract(cls):
+            continue
+        inferred = inferred_arguments(cls, vars(inspect.getmodule(cls) or object()), level + 1)
+        if inferred is not None:
+            depth += inferred[1]  # a depth inferred for the argument is as unknown as the model's own
+            return Built(cls, inferred[0])
+        if not [parameter for parameter in constructor_parameters(cls) or ()
+                if parameter.default is inspect.Parameter.empty]:
+            return Built(cls, {})
+    return NOT_INFERRED
+
+
+def subclasses(cls: type) -> list[type]:
+    """The subclasses of `cls` defined in its module, in definition order (the others come after)."""
+    found, stack = [], list(cls.__subclasses__())
+    while stack:
+        item = stack.pop(0)
+        if item not in found:
+            found.append(item)
+            stack += item.__subclasses__()
+    return sorted(found, key=lambda item: item.__module__ != cls.__module__)
+
+
+def has_forward(cls: type) -> bool:
+    import torch
+
+    forward = getattr(cls, "forward", None)
+    return forward is not None and forward is not torch.nn.Module.forward and \
+        getattr(forward, "__name__", "") != "_forward_unimplemented"
 
 
 def dataclass_value(cls: type, namespace: dict, depth: list[str]) -> Any:
@@ -164,7 +271,7 @@ def constructor_parameters(cls: type) -> list[inspect.Parameter] | None:
     return []
 
 
-def inferred_arguments(cls: type, namespace: dict) -> tuple[dict[str, Any], list[str]] | None:
+def inferred_arguments(cls: type, namespace: dict, level: int = 0) -> tuple[dict[str, Any], list[str]] | None:
     """Keyword arguments for `cls` (its required parameters and placeholder defaults) and the names of the
     inferred depth parameters; None when a required parameter follows no convention or nothing is needed."""
     parameters = constructor_parameters(cls)
@@ -178,11 +285,93 @@ def inferred_arguments(cls: type, namespace: dict) -> tuple[dict[str, Any], list
     depth: list[str] = []
     for parameter in parameters:
         if parameter.default is inspect.Parameter.empty or placeholder(parameter):
-            value = value_for(parameter, namespace, image_model, depth)
+            value = value_for(parameter, namespace, image_model, depth, level)
             if value is NOT_INFERRED:
                 return None
             arguments[parameter.name] = value
     return (arguments, depth) if arguments else None
+
+
+def build_inferred(cls: type, namespace: dict, arguments: dict,
+                   depth: list[str]) -> tuple[Any, dict, list[str], Exception | None]:
+    """`cls(**arguments)`; when that raises, retried with the arguments the failing statement names changed
+    (see the module docstring). Returns the model, the arguments and depth parameters it was built with and
+    the first try's error (None: the first try built it); raises the first error when no try builds it."""
+    first: Exception | None = None
+    tried = [arguments]
+    for _ in range(1 + RETRIES):
+        try:
+            return cls(**materialized(arguments)), arguments, depth, first
+        except Exception as error:  # noqa: BLE001 - user code rejecting the guess
+            first = first or error
+            changed = retry_arguments(cls, namespace, arguments, depth, error)
+            if changed is None or changed[0] in tried:
+                break
+            arguments, depth = changed
+            tried.append(arguments)
+    assert first is not None
+    raise first
+
+
+def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str],
+                    error: Exception) -> tuple[dict, list[str]] | None:
+    """The next arguments to try after `error`, or None when its statement names nothing to change."""
+    for name, value in arguments.items():  # raised while building a module argument: retry that one
+        if isinstance(value, Built) and raised_in(value, error):
+            inner = retry_arguments(value.cls, vars(inspect.getmodule(value.cls) or object()), value.arguments,
+                                    depth, error)
+            return ({**arguments, name: Built(value.cls, inner[0])}, inner[1]) if inner is not None else None
+    parameters = {parameter.name: parameter for parameter in constructor_parameters(cls) or ()}
+    named = [name for name in statement_names(cls, error) if name in parameters]
+    image_model = any(name in parameters for name in IMAGE_PARAMETERS)
+    wrong_kind = isinstance(error, TypeError) and re.search(r"not subscriptable|not iterable|has no len", str(error))
+    changed, depth = dict(arguments), list(depth)
+    for name in named:  # an optional argument left None that the statement reads
+        if name not in arguments and parameters[name].default is None:
+            value = value_for(parameters[name], namespace, image_model, depth)
+            if value is not NOT_INFERRED:
+                changed[name] = value
+    if changed != arguments:
+        return changed, depth
+    for name in named:  # else a guessed value of the wrong kind or too small
+        value = arguments.get(name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if wrong_kind:
+            changed[name] = (value, value)
+        elif not re.fullmatch(DEPTH, name.lower()) and convention(name, image_model) in (WIDTH, FEEDFORWARD):
+            changed[name] = value * WIDER
+    return (changed, depth) if changed != arguments else None
+
+
+def raised_in(value: Built, error: BaseException) -> bool:
+    """Whether `error` was raised building the module argument `value` (or one of its own)."""
+    return bool(statement_names(value.cls, error)) or any(
+        raised_in(inner, error) for inner in value.arguments.values() if isinstance(inner, Built))
+
+
+def statement_names(cls: type, error: BaseException) -> list[str]:
+    """The names in the statement that raised `error` inside the constructor of `cls` (or of a base)."""
+    inits = {owner.__dict__["__init__"].__code__ for owner in cls.__mro__
+             if hasattr(owner.__dict__.get("__init__"), "__code__")}
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code in inits:
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return []
+    code = found.tb_frame.f_code
+    positions = list(code.co_positions())
+    first, last, start, end = positions[found.tb_lasti // 2] if found.tb_lasti // 2 < len(positions) else (None,) * 4
+    if first is None or last is None:
+        first, last, start, end = found.tb_lineno, found.tb_lineno, None, None
+    lines = [linecache.getline(code.co_filename, line) for line in range(first, last + 1)]
+    if start is not None and end is not None and lines:
+        # the failing expression only (`window_size[0]`), not the rest of its statement
+        lines[-1] = lines[-1][:end]
+        lines[0] = lines[0][start:]
+    return list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", "".join(lines))))
 
 
 def describe(arguments: dict[str, Any]) -> str:

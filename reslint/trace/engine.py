@@ -195,6 +195,10 @@ def trace_module(module: Any, path: str, real: str, settings: Settings, factorie
         try:
             with time_limit(seconds_left(deadline)):
                 built.append(build_model(spec, real))
+            if spec.site and not factories:  # a retried guess says what it was built from after the build
+                result.built_from[spec.name] = spec.site
+                if spec.depth or spec.depth_unknown:
+                    result.depths[spec.name] = spec.depth or None
         except BuildFailed as error:
             failed.append((spec, error))
         except TraceTimeout:

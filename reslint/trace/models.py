@@ -12,7 +12,9 @@ project whose arguments reslint can read without running the project's code
 a test, a `__main__` block or a factory, its values from literals, constants, argparse defaults and
 configs. The summary says which site (`built from train.py:42`). Where no site builds it, its arguments
 are inferred from its parameters' names (`reslint.trace.constructor_arguments`): the summary says
-`built from inferred arguments (dim=64, depth=2)`, and a failure of that guess is an info.
+`built from inferred arguments (dim=64, depth=2)`, and a failure of that guess is an info. A guess the
+constructor rejects is retried with what the failing statement names (the notes say the first guess and
+its error); a site built shallower that does not validate is built at its own depth.
 
 `--model FILE:EXPR` and `[[tool.reslint.models]] factory` name factories explicitly; EXPR is
 evaluated in the file's namespace with `torch` and `nn` available.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import re
@@ -273,7 +276,7 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
     """Build `cls` from its first construction site with readable arguments; a spec that reports why
     not when every site's arguments need the project's code run; None when the project has no site."""
     from reslint.discovery import display_path
-    from reslint.static.construction_sites import NAMESPACE, construction_sites
+    from reslint.static.construction_sites import IMPORT, NAMESPACE, construction_sites
 
     sites = construction_sites(cls.__name__, finder)
     if not sites:
@@ -291,12 +294,42 @@ def site_spec(cls: type, finder: Any, path: str, module: ModuleType) -> ModelSpe
                          reads=reads)
     namespace = evaluation_namespace(module)
     namespace[NAMESPACE] = types.SimpleNamespace
+    namespace[IMPORT] = site_import
     where = f"{display_path(usable.path)}:{usable.line}"
     notes = (f"built from {where}: {usable.expr}",)
     if usable.shrunk:
         notes += (f"traced shallower, {usable.shrunk}; its stacks report the site's depth, {usable.depth}",)
-    return ModelSpec(cls.__name__, line, lambda: eval(usable.expr, namespace), cls=cls, origin="site", site=where,
-                     reads=reads, notes=notes, depth=usable.depth)
+    spec = ModelSpec(cls.__name__, line, lambda: None, cls=cls, origin="site", site=where, reads=reads, notes=notes,
+                     depth=usable.depth)
+
+    def build() -> Any:
+        try:
+            return eval(usable.expr, namespace)
+        except Exception as error:
+            if not usable.full:
+                raise
+            # a shallower stack than the site's may not validate (`out_indices` past the last layer)
+            model = eval(usable.full, namespace)
+            spec.notes = (f"built from {where}: {usable.full}",
+                          f"built at the site's depth: the shallower build raised {one_line(error)}")
+            return model
+
+    spec.build = build
+    return spec
+
+
+def site_import(name: str) -> ModuleType:
+    """The module of a layer a construction site builds (`torchtune.models.clip._position_embeddings`)."""
+    import sys
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        # Its package's `__init__` failed on an optional package after the module itself had run: that
+        # module is complete (a module that fails is never left in sys.modules).
+        if name in sys.modules:
+            return sys.modules[name]
+        raise
 
 
 def stacks_arguments(cls: type, path: str) -> tuple[dict, str]:
@@ -323,7 +356,7 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
     """Build `cls` from constructor arguments inferred from its parameters' names (see constructor_arguments);
     None when one of them follows no convention (or it needs none). `placed`: the placement arguments the
     project's stacks build it with, and where (`stacks_arguments`)."""
-    from reslint.trace.constructor_arguments import describe, inferred_arguments
+    from reslint.trace.constructor_arguments import build_inferred, describe, inferred_arguments
 
     try:
         inferred = inferred_arguments(cls, namespace)
@@ -331,19 +364,38 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
         return None
     if inferred is None:
         return None
-    arguments, depth = inferred
+    spec = ModelSpec(cls.__name__, class_line(cls, path), lambda: None, cls=cls, origin="inferred",
+                     reads=unread_site.reads if unread_site is not None else ())
+    describe_inferred(spec, *inferred, unread_site, placed=placed)
+    guessed = ({**inferred[0], **placed[0]}, inferred[1])
+
+    def build() -> Any:
+        model, arguments, depth, first_error = build_inferred(cls, namespace, *guessed)
+        if first_error is not None:
+            describe_inferred(spec, arguments, depth, unread_site, placed=placed,
+                              retried=f"the first guess, {describe(inferred[0])}, raised {one_line(first_error)}")
+        return model
+
+    spec.build = build
+    return spec
+
+
+def describe_inferred(spec: ModelSpec, arguments: dict, depth: list[str], unread_site: ModelSpec | None,
+                      retried: str = "", placed: tuple[dict, str] = ({}, "")) -> None:
+    """The spec's site and notes for a build from `arguments` (`built_from`, the summary)."""
+    from reslint.trace.constructor_arguments import describe
+
     text = describe(arguments)
     notes = (f"built from inferred constructor arguments: {text}",)
     if placed[0]:
-        arguments = {**arguments, **placed[0]}
         notes += (f"built with {describe_placed(placed[0])}, as {placed[1]} builds it",)
+    if retried:
+        notes += (retried,)
     if unread_site is not None:
         notes += (f"the arguments at {unread_site.site} cannot be read without running the project's code",)
     if depth:
         notes += (f"its stacks' depth is unknown (inferred: {', '.join(depth)})",)
-    return ModelSpec(cls.__name__, class_line(cls, path), lambda: cls(**arguments), cls=cls, origin="inferred",
-                     site=f"inferred arguments ({text})", notes=notes, depth_unknown=bool(depth),
-                     reads=unread_site.reads if unread_site is not None else ())
+    spec.site, spec.notes, spec.depth_unknown = f"inferred arguments ({text})", notes, bool(depth)
 
 
 def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
@@ -457,9 +509,9 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
     """Build on the meta device; on CPU only where meta construction fails. Raises BuildFailed."""
     import torch
 
-    notes: list[str] = list(spec.notes)
     if spec.unbuildable:
         raise BuildFailed(spec.line, spec.unbuildable)
+    notes: list[str] = []
     try:
         with torch.device("meta"):
             model = spec.build()
@@ -479,6 +531,7 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
             where = locate(error, path)
             raise BuildFailed(where.line if where else spec.line, f"cannot build {spec.name}: {one_line(error)}",
                               crashed_in(error, path) and not placeholder_defaults(spec)) from None
+    notes[:0] = spec.notes  # the build may say how it went (a retry)
     if not isinstance(model, torch.nn.Module):
         raise BuildFailed(spec.line, f"cannot build {spec.name}: got {type(model).__name__}, not an nn.Module")
     if device == "meta" and off_meta(model):
