@@ -9,6 +9,9 @@ Order (measured on torch 2.13 / transformers 5.24):
    input took; the note names the guard's `file:line`.
 3. `torch.fx.Tracer` (record_stack_traces=True) plus shape propagation on meta tensors
    (`meta['val']`, `meta['tensor_meta']`). torch.nn layers stay leaves there.
+4. When fx cannot take the forward either (a branch on a traced value) and the model is small
+   enough to rebuild on CPU: fx with concrete values (`concrete_fx`), which runs the model while
+   it records, so every branch follows the example input. torch.nn layers stay leaves there too.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ DRAFT_EXPORT_MAX_PARAMETERS = 50_000_000  # rebuilding on CPU for draft_export: 
 @dataclass
 class Capture:
     graph_module: Any  # torch.fx.GraphModule
-    method: str  # "export" | "draft_export" | "fx"
+    method: str  # "export" | "draft_export" | "fx" | "concrete_fx"
     model: Any  # the nn.Module that was traced
     model_name: str
     class_line: int
@@ -243,11 +246,32 @@ def capture_model(
         return capture
 
     result = attempt("fx", via_fx)
+    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind
+    if result is None and cpu_variant is not None and locate(failures[-1].error, path) is not None:
+        where = locate(failures[0].error, path)
+        guard = f"{os.path.basename(path)}:{where.line}" if where else ""
+        result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
     if result is not None:
         first = failures[0]
         result.notes.insert(0, f"export failed: {first.reason}")
         return result, failures
     return None, failures
+
+
+def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str) -> Capture:
+    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input."""
+    from reslint.trace.concrete_fx import concrete_trace
+
+    target, example = cpu_variant()
+    signature = inspect.signature(target.forward)
+    bound = signature.bind(*example.args, **example.kwargs)
+    bound.apply_defaults()  # a parameter left to its default is a constant too (`if mask is not None`)
+    arguments = {name: value for name, value in bound.arguments.items()
+                 if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+    module = concrete_trace(target, arguments)
+    notes = ["concrete_fx: torch.nn layers are leaves, and the graph follows the branch the example input took "
+             "at data-dependent control flow" + (f" ({guard})" if guard else "")]
+    return Capture(module, "concrete_fx", target, name, line, notes, None, example.description)
 
 
 def failure_location(failures: list[Failure], path: str) -> tuple[int | None, bool]:
