@@ -28,8 +28,7 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
     from torch.fx.node import map_aggregate
 
     values: dict[Any, Any] = {}  # node -> the value it computed
-    traced = {name: value for name, value in arguments.items()
-              if isinstance(value, torch.Tensor) and value.is_floating_point()}
+    traced = {name: value for name, value in arguments.items() if isinstance(value, torch.Tensor)}
     parameters = inspect.signature(model.forward).parameters
     constants = {name: value for name, value in arguments.items() if name not in traced and name in parameters}
 
@@ -38,8 +37,9 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
 
     class ConcreteProxy(torch.fx.Proxy):
         def __getattr__(self, name: str) -> Any:
-            if name in CONCRETE_ATTRIBUTES and isinstance(values.get(self.node), torch.Tensor):
-                return getattr(values[self.node], name)  # `torch.finfo(x.dtype)`, `x.device`: plain values
+            node = self.__dict__.get("node")
+            if name in CONCRETE_ATTRIBUTES and isinstance(values.get(node), torch.Tensor):
+                return getattr(values[node], name)  # `torch.finfo(x.dtype)`, `x.device`: plain values
             return super().__getattr__(name)
 
         def __len__(self) -> int:

@@ -40,6 +40,11 @@ def plain_candidates(model: Any) -> list[Candidate]:
             candidate = complete(model, first, like, extra, where, choice)
             if candidate not in tried:
                 tried.append(candidate)
+    required = [parameter.name for parameter in forward_parameters(model).values()
+                if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_POSITIONAL
+                and parameter.kind is not parameter.VAR_KEYWORD and parameter.kind is not parameter.POSITIONAL_ONLY]
+    if required and all(NUMBER_NAMES.fullmatch(name.lower()) for name in required):  # `forward(self, i, j)`: sizes
+        tried.append(([], {name: SEQ for name in required}, "sizes " + ", ".join(f"{name}={SEQ}" for name in required)))
     return probe(model, tried)
 
 
