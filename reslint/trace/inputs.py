@@ -33,7 +33,6 @@ DTYPES = {
 ITEM = re.compile(r"\s*(?:([A-Za-z_]\w*)\s*=\s*)?([A-Za-z0-9]+)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*\]\s*(?:<\s*(\d+))?\s*")
 
 
-
 @dataclass
 class Inputs:
     args: tuple = ()
