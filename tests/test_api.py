@@ -150,17 +150,17 @@ def test_check_model_inputs_options_and_failures():
     assert reslint.check_model(models.PostLNEncoder(), {"x": torch.randn(2, 4, 64)}, ignore="RL1").findings == []
 
     class TwoInputs(torch.nn.Module):
-        def forward(self, x, scale: float):
-            return x * scale
+        def forward(self, x, mode: str):
+            return x
 
     [untraced] = reslint.check_model(TwoInputs(), cwd=ROOT).findings
     class_line = inspect.getsourcelines(TwoInputs)[1]
     assert (untraced.code, untraced.path, untraced.line) == ("RL903", "tests/test_api.py", class_line)
-    assert untraced.message == ("tracing TwoInputs failed (export, fx): TypeError: missing a required argument: 'scale'; "
+    assert untraced.message == ("tracing TwoInputs failed (export, fx): TypeError: missing a required argument: 'mode'; "
                                 "reslint inferred the inputs float[2,16,32] (inferred from default features: the model "
                                 "has no parameters); pass inputs=; static facts were used")
     namespace = {"nn": torch.nn}
-    exec("class Sourceless(nn.Module):\n    def forward(self, x, n: int):\n        return x * n\n", namespace)
+    exec("class Sourceless(nn.Module):\n    def forward(self, x, mode: str):\n        return x\n", namespace)
     [sourceless] = reslint.check_model(namespace["Sourceless"]()).findings
     assert (sourceless.path, sourceless.line) == ("<Sourceless>", 1) and sourceless.message.endswith("; pass inputs=")
     with pytest.raises(ReslintError, match="check_model\\(\\) needs a torch.nn.Module, got str"):

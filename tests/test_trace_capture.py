@@ -224,8 +224,8 @@ MASKED = textwrap.dedent('''\
             super().__init__()
             self.fc = nn.Linear(8, 8)
 
-        def forward(self, x, depth: int):
-            return x + self.fc(x) * depth
+        def forward(self, x, mode: str):
+            return x + self.fc(x)
 ''')
 
 
@@ -237,7 +237,7 @@ def test_a_mask_is_inferred_a_missing_input_asks_for_inputs_and_inputs_fix_it(tm
     assert masked.inputs == "float[2,16,8]; mask=bool[2,16] (inferred from Linear (fc))"
     [finding] = result.findings
     assert (finding.code, finding.line, finding.effective_severity) == ("RL903", 13, "info")
-    assert finding.message == ("tracing Sized failed (export, fx): TypeError: missing a required argument: 'depth'; "
+    assert finding.message == ("tracing Sized failed (export, fx): TypeError: missing a required argument: 'mode'; "
                                "reslint inferred the inputs float[2,16,8] (inferred from Linear (fc)); pass --inputs; "
                                "static facts were used")
     result = trace_file(path, None, Settings(root=str(tmp_path), inputs="float[2,4,8]; float[2,4]"))

@@ -136,16 +136,26 @@ def test_the_forwards_required_parameters_are_filled_by_name():
     model(*infer_inputs(model, "cpu").args, **infer_inputs(model, "cpu").kwargs)
 
 
-def test_a_required_parameter_that_is_not_a_tensor_is_left_to_the_user():
+def test_a_required_parameter_annotated_as_a_number_gets_one_and_a_string_is_left_to_the_user():
     class Configured(nn.Module):
         def __init__(self):
             super().__init__()
             self.proj = nn.Linear(8, 8)
 
-        def forward(self, x, depth: int):
+        def forward(self, x, unroll_steps: int, scale: float, causal: bool):
             return self.proj(x)
 
-    assert described(Configured()) == {0: ((2, 16, 8), "float32")}  # the failure then says "pass --inputs"
+    assert infer_inputs(Configured(), "cpu").kwargs == {"unroll_steps": 16, "scale": 1.0, "causal": False}
+
+    class Named(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x, mode: str):
+            return self.proj(x)
+
+    assert described(Named()) == {0: ((2, 16, 8), "float32")}  # the failure then says "pass --inputs"
 
 
 def test_two_token_streams_for_an_encoder_decoder():

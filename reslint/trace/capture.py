@@ -4,11 +4,16 @@ Order (measured on torch 2.13 / transformers 5.24):
 
 1. `torch.export.export(model, args, kwargs, strict=False)` - never decomposed, so
    `aten.layer_norm`/`rms_norm`/`linear` stay visible, with `stack_trace` and `nn_module_stack`.
+1b. When the meta device itself cannot run the forward (autocast on `meta`): export again on the
+   model rebuilt on CPU, when it is small enough.
 2. On data-dependent control flow: `torch.export.draft_export`, which needs real values, so the
    model is rebuilt on CPU when it is small enough. The graph follows the branch the example
    input took; the note names the guard's `file:line`.
 3. `torch.fx.Tracer` (record_stack_traces=True) plus shape propagation on meta tensors
    (`meta['val']`, `meta['tensor_meta']`). torch.nn layers stay leaves there.
+4. When fx cannot take the forward either (a branch on a traced value) and the model is small
+   enough to rebuild on CPU: fx with concrete values (`concrete_fx`), which runs the model while
+   it records, so every branch follows the example input. torch.nn layers stay leaves there too.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ DRAFT_EXPORT_MAX_PARAMETERS = 50_000_000  # rebuilding on CPU for draft_export: 
 @dataclass
 class Capture:
     graph_module: Any  # torch.fx.GraphModule
-    method: str  # "export" | "draft_export" | "fx"
+    method: str  # "export" | "draft_export" | "fx" | "concrete_fx"
     model: Any  # the nn.Module that was traced
     model_name: str
     class_line: int
@@ -212,15 +217,21 @@ def capture_model(
         return Capture(program.graph_module, "export", model, name, line, [], program, inputs.description)
 
     result = attempt("export", via_export)
+    if result is None and cpu_variant is not None and on_meta(model, inputs) and meta_limited(failures[-1].error):
+        def via_cpu_export() -> Capture:
+            target, example = cpu_variant()
+            program = export_capture(target, example)
+            return Capture(program.graph_module, "export", target, name, line,
+                           ["export on CPU: the meta device cannot run this forward"], program, example.description)
+
+        result = attempt("export_cpu", via_cpu_export)
     if result is not None:
         return result, failures
 
     if failures[-1].data_dependent:
         def via_draft() -> Capture:
             target, example = model, inputs
-            if next((p for p in model.parameters() if p.device.type == "meta"), None) is not None or any(
-                    getattr(value, "device", None) is not None and value.device.type == "meta"
-                    for value in (*inputs.args, *inputs.kwargs.values())):
+            if on_meta(model, inputs):
                 if cpu_variant is None:
                     raise RuntimeError("draft_export needs real values and the model is too large to build on CPU")
                 target, example = cpu_variant()
@@ -243,11 +254,46 @@ def capture_model(
         return capture
 
     result = attempt("fx", via_fx)
+    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind
+    if result is None and cpu_variant is not None and locate(failures[-1].error, path) is not None:
+        where = locate(failures[0].error, path)
+        guard = f"{os.path.basename(path)}:{where.line}" if where else ""
+        result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
     if result is not None:
         first = failures[0]
         result.notes.insert(0, f"export failed: {first.reason}")
         return result, failures
     return None, failures
+
+
+def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str) -> Capture:
+    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input."""
+    from reslint.trace.concrete_fx import concrete_trace
+
+    target, example = cpu_variant()
+    signature = inspect.signature(target.forward)
+    bound = signature.bind(*example.args, **example.kwargs)
+    bound.apply_defaults()  # a parameter left to its default is a constant too (`if mask is not None`)
+    arguments = {name: value for name, value in bound.arguments.items()
+                 if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+    module = concrete_trace(target, arguments)
+    notes = ["concrete_fx: torch.nn layers are leaves, and the graph follows the branch the example input took "
+             "at data-dependent control flow" + (f" ({guard})" if guard else "")]
+    return Capture(module, "concrete_fx", target, name, line, notes, None, example.description)
+
+
+def on_meta(model: Any, inputs: Inputs) -> bool:
+    return next((p for p in model.parameters() if p.device.type == "meta"), None) is not None or any(
+        getattr(value, "device", None) is not None and value.device.type == "meta"
+        for value in (*inputs.args, *inputs.kwargs.values()))
+
+
+META_LIMITS = ("unsupported scalarType", "meta tensor", "on meta", "'meta'", "device type meta")
+
+
+def meta_limited(error: BaseException) -> bool:
+    """Whether the meta device itself stopped export (autocast on `meta`, a value read off a meta tensor)."""
+    return any(limit in str(link) for link in exception_chain(error) for limit in META_LIMITS)
 
 
 def failure_location(failures: list[Failure], path: str) -> tuple[int | None, bool]:

@@ -22,27 +22,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+from reslint.trace.plain_inputs import plain_candidates
+
 DTYPES = {
     "long": "int64", "int64": "int64", "int": "int32", "int32": "int32", "int16": "int16", "int8": "int8",
     "uint8": "uint8", "float": "float32", "float32": "float32", "double": "float64", "float64": "float64",
     "half": "float16", "float16": "float16", "bfloat16": "bfloat16", "bool": "bool",
 }
 ITEM = re.compile(r"\s*(?:([A-Za-z_]\w*)\s*=\s*)?([A-Za-z0-9]+)\s*\[\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*\]\s*(?:<\s*(\d+))?\s*")
-
-BATCH, SEQ = 2, 16
-
-
-class InputError(Exception):
-    """The inputs cannot be parsed, evaluated or inferred (one-line reason)."""
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    dtype: str  # torch dtype name
-    shape: tuple[int, ...]
-    high: int | None = None  # integer values lie in [0, high)
-    name: str = ""  # keyword argument name, "" for positional
-    fill: int | None = None  # every value (lengths: the full sequence), instead of random ones
 
 
 @dataclass
@@ -64,22 +52,6 @@ def parse_shape_spec(text: str) -> list[TensorSpec] | None:
         shape = tuple(int(dim) for dim in dims.split(",")) if dims else ()
         specs.append(TensorSpec(DTYPES[dtype.lower()], shape, int(high) if high else None, name or ""))
     return specs or None
-
-
-def make_tensor(spec: TensorSpec, device: str) -> Any:
-    import torch
-
-    dtype = getattr(torch, spec.dtype)
-    if device == "meta":
-        return torch.empty(spec.shape, dtype=dtype, device="meta")
-    generator = torch.Generator().manual_seed(0)
-    if spec.fill is not None:
-        return torch.full(spec.shape, spec.fill, dtype=dtype)
-    if dtype == torch.bool:
-        return torch.ones(spec.shape, dtype=dtype)
-    if dtype.is_floating_point:
-        return torch.randn(spec.shape, generator=generator).to(dtype)
-    return torch.randint(0, spec.high or 2, spec.shape, generator=generator, dtype=dtype)
 
 
 def describe(specs: list[TensorSpec]) -> str:
@@ -141,23 +113,12 @@ def hf_config(model: Any) -> Any:
     return None
 
 
-def forward_parameters(model: Any) -> dict:
-    import inspect
-
-    try:
-        return dict(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return {}
-
-
 def accepts(model: Any, name: str) -> bool:
     import inspect
 
     parameters = forward_parameters(model)
     return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
-
-Candidate = tuple  # (tensor specs, extra keyword arguments, where they come from)
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "speech_config", "encoder",
                "vision_encoder_config", "backbone_config", "decoder_config", "decoder")
@@ -421,71 +382,7 @@ def infer_candidates(model: Any) -> list[Candidate]:
         candidates = hf_candidates(model, config)
         if candidates:
             return candidates
-    specs, extra, where = infer_specs(model)
-    if specs[0].dtype != "int64" and (ids := first_token_ids(model)) is not None:
-        # the other inputs are what the first layer reads (a vision-language model's `patches`), not ids
-        return [(with_signature(model, ids[0], like=specs[0]), ids[1], ids[2])]
-    return [(with_signature(model, specs), extra, where)]
-
-
-def first_token_ids(model: Any) -> Candidate | None:
-    """Token ids for a forward whose first parameter is named like them (litgpt's `GPT.forward(idx)`), when its
-    first layer is not the embedding (the `lm_head` registered before `wte`)."""
-    import inspect
-
-    parameters = [parameter for parameter in forward_parameters(model).values()
-                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    spec = token_ids_spec(model, parameters[0], BATCH) if parameters else None
-    if spec is None:
-        return None
-    return [TensorSpec(spec.dtype, spec.shape, spec.high)], {}, f"the forward's `{parameters[0].name}` and the first nn.Embedding"
-
-
-def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
-    """(tensor specs, extra keyword arguments, where they come from) of the model's first layer; raises
-    InputError."""
-    from torch import nn
-
-    for name, module in model.named_modules():
-        where = f"{type(module).__name__}" + (f" ({name})" if name else "")
-        if isinstance(module, nn.TransformerEncoder):
-            module = module.layers[0]
-        if isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
-            width, batch_first = module.self_attn.embed_dim, module.self_attn.batch_first
-            if isinstance(module, nn.TransformerDecoderLayer):
-                shape = (BATCH, SEQ, width) if batch_first else (SEQ, BATCH, width)
-                return [TensorSpec("float32", shape), TensorSpec("float32", shape)], {}, where
-            return [TensorSpec("float32", (BATCH, SEQ, width) if batch_first else (SEQ, BATCH, width))], {}, where
-        if isinstance(module, nn.MultiheadAttention):
-            shape = (BATCH, SEQ, module.embed_dim) if module.batch_first else (SEQ, BATCH, module.embed_dim)
-            if name == "":
-                return [TensorSpec("float32", shape)] * 3, {}, where
-            return [TensorSpec("float32", shape)], {}, where
-        if isinstance(module, nn.Embedding):
-            return [TensorSpec("int64", (BATCH, SEQ), module.num_embeddings)], {}, where
-        if isinstance(module, nn.EmbeddingBag):
-            return [TensorSpec("int64", (BATCH, SEQ), module.num_embeddings)], {}, where
-        if isinstance(module, nn.Linear):
-            return [TensorSpec("float32", (BATCH, SEQ, module.in_features))], {}, where
-        if isinstance(module, nn.Conv1d):
-            return [TensorSpec("float32", (BATCH, module.in_channels, 64))], {}, where
-        if isinstance(module, nn.Conv2d):
-            return [TensorSpec("float32", (BATCH, module.in_channels, 32, 32))], {}, where
-        if isinstance(module, nn.Conv3d):
-            return [TensorSpec("float32", (BATCH, module.in_channels, 8, 16, 16))], {}, where
-        if isinstance(module, (nn.RNN, nn.LSTM, nn.GRU)):
-            shape = (BATCH, SEQ, module.input_size) if module.batch_first else (SEQ, BATCH, module.input_size)
-            return [TensorSpec("float32", shape)], {}, where
-        if isinstance(module, (nn.LayerNorm, nn.RMSNorm)) and module.normalized_shape:
-            return [TensorSpec("float32", (BATCH, SEQ, *module.normalized_shape))], {}, where
-    # Hand-written layers (a manual LayerNorm's weight (d,), a raw weight matrix (out, in)): features of that width.
-    for name, parameter in model.named_parameters():
-        if parameter.dim() in (1, 2) and parameter.is_floating_point():
-            width = int(parameter.shape[-1])
-            return [TensorSpec("float32", (BATCH, SEQ, width))], {}, f"parameter {name} {tuple(parameter.shape)}"
-    if next(model.parameters(), None) is None:  # a parameter-free function (a hand-written norm, an activation)
-        return [TensorSpec("float32", (BATCH, SEQ, 32))], {}, "default features: the model has no parameters"
-    raise InputError("cannot infer the inputs (no embedding, linear, conv or attention layer found); pass --inputs")
+    return plain_candidates(model)
 
 
 def infer_inputs(model: Any, device: str) -> Inputs:
@@ -497,70 +394,6 @@ def candidate_inputs(candidate: Candidate, device: str) -> Inputs:
     inputs = from_specs(specs, device, extra)
     inputs.description = f"{inputs.description} (inferred from {where})"
     return inputs
-
-
-MASK_NAMES = ("mask",)
-SQUARE_MASK_NAMES = ("attn_mask", "src_mask", "tgt_mask", "causal_mask", "attention_bias")
-LENGTH_NAMES = ("length", "lengths", "lens", "seq_lens", "seq_len", "seqlens")
-TIME_NAMES = ("t", "timestep", "timesteps", "time", "step")
-
-
-def with_signature(model: Any, specs: list[TensorSpec], like: TensorSpec | None = None) -> list[TensorSpec]:
-    """`specs` (the first input) plus what the forward's other required parameters call for, by name
-    and annotation: masks, lengths, timesteps, and further tensors like the first (or like `like`)."""
-    import inspect
-
-    parameters = [parameter for parameter in forward_parameters(model).values()
-                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                        inspect.Parameter.KEYWORD_ONLY)]
-    if len(specs) != 1 or len(parameters) < 2 or specs[0].name:
-        return specs
-    first = specs[0]
-    batch = first.shape[0] if first.shape else BATCH
-    seq = first.shape[1] if len(first.shape) >= 2 else SEQ
-    result = [first]
-    for parameter in parameters[1:]:
-        if parameter.default is not inspect.Parameter.empty:
-            continue
-        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, like or first, batch, seq)
-        if spec is None:
-            return specs  # a required argument we cannot make: the failure will say so
-        result.append(spec)
-    return result
-
-
-TOKEN_ID_NAMES = re.compile(r"(\w+_)?(tokens|token_ids|ids|idx)")
-
-
-def token_ids_spec(model: Any, parameter: Any, batch: int) -> TensorSpec | None:
-    """Token ids for a further input named like them (Whisper's `forward(mel, tokens)`), below the vocabulary
-    of the model's first embedding; None when the name says otherwise or the model embeds no tokens."""
-    from torch import nn
-
-    if not TOKEN_ID_NAMES.fullmatch(parameter.name.lower()):
-        return None
-    embedding = next((module for module in model.modules() if isinstance(module, nn.Embedding)), None)
-    if embedding is None:
-        return None
-    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
-    return TensorSpec("int64", (batch, SEQ), embedding.num_embeddings, keyword)
-
-
-def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int) -> TensorSpec | None:
-    name = parameter.name.lower()
-    annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
-    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
-    if annotation in ("int", "float", "bool", "str"):
-        return None
-    if name in SQUARE_MASK_NAMES:
-        return TensorSpec("bool", (seq, seq), name=keyword)
-    if "mask" in name:
-        return TensorSpec("bool", (batch, seq), name=keyword)
-    if name in LENGTH_NAMES or name.endswith(("_lengths", "_lens")):
-        return TensorSpec("int64", (batch,), seq + 1, keyword, fill=seq)
-    if name in TIME_NAMES:
-        return TensorSpec("int64", (batch,), 100, keyword)
-    return TensorSpec(first.dtype, first.shape, first.high, keyword)
 
 
 def as_inputs(value: Any) -> Inputs:

@@ -1,0 +1,102 @@
+"""An fx graph traced with concrete values: for a forward whose control flow depends on its data.
+
+`torch.export` and `draft_export` give up on some data-dependent guards (a padding mask built from
+`lengths.max()`, a branch on `xs.size(1)` against a value computed from the lengths), and plain
+`torch.fx` cannot take a branch on a traced value at all. This tracer runs the model for real (CPU
+tensors, a small model) while it records the graph: each node carries the value it computed
+(`meta["val"]`, what the graph reader takes shapes from), so a branch, `int()`, `len()` or a loop
+over a traced value follows the example input, as draft_export's graph does. Inputs that are not
+floating-point tensors (lengths, masks, ids, flags) are fed as constants: what the model computes
+from them (a padding mask) enters the graph as a constant. torch.nn layers stay leaves, as in fx.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import re
+from typing import Any
+
+CONCRETE_ATTRIBUTES = frozenset({"dtype", "device", "ndim", "shape", "layout", "is_cuda", "is_meta", "requires_grad"})
+
+
+def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
+    """The fx GraphModule of `model(**arguments)`, every node's `meta["val"]` its concrete value."""
+    import torch
+    import torch.fx
+    from torch.fx._symbolic_trace import _maybe_revert_all_patches
+    from torch.fx.node import map_aggregate
+
+    values: dict[Any, Any] = {}  # node -> the value it computed
+    traced = {name: value for name, value in arguments.items() if isinstance(value, torch.Tensor)}
+    parameters = inspect.signature(model.forward).parameters
+    constants = {name: value for name, value in arguments.items() if name not in traced and name in parameters}
+
+    def concrete(value: Any) -> Any:
+        return map_aggregate(value, lambda item: values[item.node] if isinstance(item, torch.fx.Proxy) else item)
+
+    class ConcreteProxy(torch.fx.Proxy):
+        def __getattr__(self, name: str) -> Any:
+            node = self.__dict__.get("node")
+            if name in CONCRETE_ATTRIBUTES and isinstance(values.get(node), torch.Tensor):
+                return getattr(values[node], name)  # `torch.finfo(x.dtype)`, `x.device`: plain values
+            return super().__getattr__(name)
+
+        def __len__(self) -> int:
+            return len(values[self.node])
+
+        def __int__(self) -> int:
+            return int(values[self.node])
+
+        def __index__(self) -> int:
+            return int(values[self.node])
+
+        def __float__(self) -> float:
+            return float(values[self.node])
+
+    class ConcreteTracer(torch.fx.Tracer):
+        def proxy(self, node: Any) -> Any:
+            return ConcreteProxy(node, self)
+
+        def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+            proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+            if kind == "placeholder":  # a constant input keeps one too (`mask_1`), which fx asserts on
+                value = traced[target] if target in traced else constants.get(re.sub(r"_\d+$", "", target))
+            elif kind == "get_attr":
+                value = operator.attrgetter(target)(self.root)
+            else:
+                call_args, call_kwargs = concrete(tuple(args)), concrete(dict(kwargs))
+                with _maybe_revert_all_patches():  # run the op itself, not the tracer's patched module calls
+                    value = evaluate(self.root, kind, target, call_args, call_kwargs)
+            values[proxy.node] = value
+            proxy.node.meta["val"] = value
+            return proxy
+
+        def to_bool(self, obj: Any) -> bool:
+            return bool(values[obj.node])
+
+        def iter(self, obj: Any) -> Any:
+            return iter([obj[index] for index in range(len(values[obj.node]))])
+
+        def keys(self, obj: Any) -> Any:
+            return values[obj.node].keys()
+
+    from torch.nn.utils import rnn
+
+    # packing checks its arguments' types: it runs whole, on the concrete values, as one node
+    tracer = ConcreteTracer(autowrap_functions=(rnn.pack_padded_sequence, rnn.pad_packed_sequence, rnn.pack_sequence))
+    tracer.record_stack_traces = True
+    with torch.no_grad():
+        graph = tracer.trace(model, concrete_args=constants or None)
+    for node in graph.nodes:
+        # else the generated code registers the wrapped functions with torch.fx.wrap for every later fx trace
+        node.meta.pop("is_wrapped", None)
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def evaluate(root: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    if kind == "call_function":
+        return target(*args, **kwargs)
+    if kind == "call_method":
+        return getattr(args[0], target)(*args[1:], **kwargs)
+    return root.get_submodule(target)(*args, **kwargs)  # call_module

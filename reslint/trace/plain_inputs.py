@@ -1,0 +1,315 @@
+"""Example inputs for a plain-torch model (no transformers config): its first layer says what the first
+input is, the forward's signature what the others are, and a probe which of the plausible sets runs.
+
+The first layer gives the first input (token ids below an nn.Embedding's vocabulary, features of an
+nn.Linear's width, channels of a conv). The forward's other required parameters are made from their
+names and annotations: masks (bool), lengths (int64 `(batch,)`, the full sequence), positions and
+timesteps, integers, further token ids, and further tensors (a decoder's `memory`) like the first or,
+when the first is token ids, features of the model's width.
+
+Where the code alone decides (a mask `(batch, 1, time)` broadcast against attention scores, features
+`(batch, time, idim)` a conv front end unsqueezes or transposes itself, queries split into heads), the
+plausible sets are tried in turn on a CPU copy of a small model with uninitialised weights (the shapes
+are what matter; data-dependent code runs as it would), and the first that runs goes first. When none
+runs, the first guess stands alone, so a failure reads as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+
+PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
+PROBE_SECONDS = 15.0  # for all the tries of one model
+PROBE_TRIES = 48
+FEATURE_WIDTHS = (16, 32, 80)  # a speech front end's features: the inferred `idim`, the common width, 80 mel bins
+
+
+def plain_candidates(model: Any) -> list[Candidate]:
+    """The inputs of a plain-torch model: the first guess, or the first plausible set that runs on a probe."""
+    firsts = first_inputs(model)
+    guess = complete(model, *firsts[0], Choice())
+    tried = [guess]
+    for first, like, extra, where in firsts:
+        for choice in CHOICES:
+            candidate = complete(model, first, like, extra, where, choice)
+            if candidate not in tried:
+                tried.append(candidate)
+    required = [parameter.name for parameter in forward_parameters(model).values()
+                if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_POSITIONAL
+                and parameter.kind is not parameter.VAR_KEYWORD and parameter.kind is not parameter.POSITIONAL_ONLY]
+    if required and all(NUMBER_NAMES.fullmatch(name.lower()) for name in required):  # `forward(self, i, j)`: sizes
+        tried.append(([], {name: SEQ for name in required}, "sizes " + ", ".join(f"{name}={SEQ}" for name in required)))
+    return probe(model, tried)
+
+
+def first_token_ids(model: Any) -> Candidate | None:
+    """Token ids for a forward whose first parameter is named like them (litgpt's `GPT.forward(idx)`), when its
+    first layer is not the embedding (the `lm_head` registered before `wte`)."""
+    import inspect
+
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    spec = token_ids_spec(model, parameters[0], BATCH) if parameters else None
+    if spec is None:
+        return None
+    return [TensorSpec(spec.dtype, spec.shape, spec.high)], {}, f"the forward's `{parameters[0].name}` and the first nn.Embedding"
+
+
+def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
+    """(tensor specs, extra keyword arguments, where they come from) of the model's first layer; raises
+    InputError."""
+    from torch import nn
+
+    for name, module in model.named_modules():
+        where = f"{type(module).__name__}" + (f" ({name})" if name else "")
+        if isinstance(module, nn.TransformerEncoder):
+            module = module.layers[0]
+        if isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            width, batch_first = module.self_attn.embed_dim, module.self_attn.batch_first
+            if isinstance(module, nn.TransformerDecoderLayer):
+                shape = (BATCH, SEQ, width) if batch_first else (SEQ, BATCH, width)
+                return [TensorSpec("float32", shape), TensorSpec("float32", shape)], {}, where
+            return [TensorSpec("float32", (BATCH, SEQ, width) if batch_first else (SEQ, BATCH, width))], {}, where
+        if isinstance(module, nn.MultiheadAttention):
+            shape = (BATCH, SEQ, module.embed_dim) if module.batch_first else (SEQ, BATCH, module.embed_dim)
+            if name == "":
+                return [TensorSpec("float32", shape)] * 3, {}, where
+            return [TensorSpec("float32", shape)], {}, where
+        if isinstance(module, nn.Embedding):
+            return [TensorSpec("int64", (BATCH, SEQ), module.num_embeddings)], {}, where
+        if isinstance(module, nn.EmbeddingBag):
+            return [TensorSpec("int64", (BATCH, SEQ), module.num_embeddings)], {}, where
+        if isinstance(module, nn.Linear):
+            return [TensorSpec("float32", (BATCH, SEQ, module.in_features))], {}, where
+        if isinstance(module, nn.Conv1d):
+            return [TensorSpec("float32", (BATCH, module.in_channels, 64))], {}, where
+        if isinstance(module, nn.Conv2d):
+            return [TensorSpec("float32", (BATCH, module.in_channels, 32, 32))], {}, where
+        if isinstance(module, nn.Conv3d):
+            return [TensorSpec("float32", (BATCH, module.in_channels, 8, 16, 16))], {}, where
+        if isinstance(module, (nn.RNN, nn.LSTM, nn.GRU)):
+            shape = (BATCH, SEQ, module.input_size) if module.batch_first else (SEQ, BATCH, module.input_size)
+            return [TensorSpec("float32", shape)], {}, where
+        if isinstance(module, (nn.LayerNorm, nn.RMSNorm)) and module.normalized_shape:
+            return [TensorSpec("float32", (BATCH, SEQ, *module.normalized_shape))], {}, where
+    # Hand-written layers (a manual LayerNorm's weight (d,), a raw weight matrix (out, in)): features of that width.
+    for name, parameter in model.named_parameters():
+        if parameter.dim() in (1, 2) and parameter.is_floating_point():
+            width = int(parameter.shape[-1])
+            return [TensorSpec("float32", (BATCH, SEQ, width))], {}, f"parameter {name} {tuple(parameter.shape)}"
+    if next(model.parameters(), None) is None:  # a parameter-free function (a hand-written norm, an activation)
+        return [TensorSpec("float32", (BATCH, SEQ, 32))], {}, "default features: the model has no parameters"
+    raise InputError("cannot infer the inputs (no embedding, linear, conv or attention layer found); pass --inputs")
+
+
+def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, str]]:
+    """(first input, what further inputs look like, extra keyword arguments, where from), the likeliest first:
+    the first layer's input, then the shapes that layer's own code may make of another input."""
+    try:
+        specs, extra, where = infer_specs(model)
+    except InputError:
+        named = named_first_input(model)
+        if named is None:
+            raise
+        return [named]
+    first = specs[0]
+    found = [(first, None, extra, where)]
+    if first.dtype != "int64" and (ids := first_token_ids(model)) is not None:
+        # the other inputs are what the first layer reads (a vision-language model's `patches`), not ids
+        found = [(ids[0][0], first, ids[1], ids[2])]
+    if len(specs) > 1:  # nn.TransformerDecoderLayer, nn.MultiheadAttention: every input already made
+        return [(specs, None, extra, where)]
+    shape = first.shape
+    if first.dtype.startswith("float") and len(shape) == 3 and "Conv1d" in where:  # (batch, time, channels), transposed by the code
+        found.append((TensorSpec(first.dtype, (shape[0], shape[2], shape[1])), None, extra, f"{where}, as (batch, time, channels)"))
+    if first.dtype.startswith("float") and len(shape) == 4 and shape[1] == 1 and "Conv2d" in where:
+        # a conv front end over (batch, time, features) unsqueezed to one channel (speech subsampling)
+        found += [(TensorSpec(first.dtype, (BATCH, 4 * SEQ, width)), None, extra, f"{where}, as (batch, time, {width} features)")
+                  for width in FEATURE_WIDTHS]
+    names = positional_names(model)
+    if first.dtype.startswith("float") and len(shape) == 3 and names[:1] in (["q"], ["query"]):
+        heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
+        found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
+                      f"{where}, split into {heads} heads"))
+    return found
+
+
+def named_first_input(model: Any) -> tuple[TensorSpec, None, dict, str] | None:
+    """A first input its name or a parameter's shape says, for a model without a layer that tells."""
+    names = positional_names(model)
+    if names and POSITION_NAMES.fullmatch(names[0].lower()):
+        return TensorSpec("int64", (BATCH, SEQ), SEQ), None, {}, f"the forward's `{names[0]}` (positions)"
+    for name, parameter in model.named_parameters():
+        if parameter.dim() == 3 and parameter.shape[1] == 1 and parameter.is_floating_point():  # per head: (heads, 1, width)
+            shape = (BATCH, *(SEQ if size == 1 else int(size) for size in parameter.shape))
+            return TensorSpec("float32", shape), None, {}, f"parameter {name} {tuple(parameter.shape)}"
+    return None
+
+
+def positional_names(model: Any) -> list[str]:
+    return [parameter.name for parameter in forward_parameters(model).values()
+            if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How the further inputs are made where their names do not decide it."""
+
+    mask: tuple[str, ...] = ()  # a mask's shape in "batch"/"seq"/"1" (empty: by its name)
+    side: str = "like"  # "like": further tensors like the first; "width": features of the model's width
+    numbers: bool = False  # required parameters without annotation named like sizes/positions are integers
+
+
+MASK_SHAPES = (("batch", "seq"), ("batch", "1", "seq"), ("batch", "seq", "seq"), ("batch", "1", "seq", "seq"),
+               ("seq", "seq"), ("1", "seq", "seq"))
+CHOICES = (Choice(), *(Choice(mask) for mask in MASK_SHAPES), Choice(side="width"),
+           *(Choice(mask, "width") for mask in MASK_SHAPES), Choice(numbers=True))
+
+SQUARE_MASK_NAMES = ("attn_mask", "src_mask", "tgt_mask", "causal_mask", "attention_bias")
+LENGTH_NAMES = re.compile(r"(\w+_)?(lengths?|lens|len)|[a-z]lens|seq_?lens?|seqlens")
+TIME_NAMES = ("t", "timestep", "timesteps", "time", "step")
+POSITION_NAMES = re.compile(r"t|times?|pos|positions?|position_ids|timesteps?")
+NUMBER_NAMES = re.compile(r"[ijn]|(\w+_)?(len|length|size|steps?|num|count)")
+TOKEN_ID_NAMES = re.compile(r"(\w+_)?(tokens|token_ids|ids|idx)")
+
+
+def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec | None, extra: dict, where: str,
+             choice: Choice) -> Candidate:
+    """The candidate of `first` plus what the forward's other required parameters call for under `choice`."""
+    if isinstance(first, list):
+        return first, extra, where
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        inspect.Parameter.KEYWORD_ONLY)]
+    if len(parameters) < 2 or first.name:
+        return [first], extra, where
+    batch = first.shape[0] if first.shape else BATCH
+    seq = first.shape[1] if len(first.shape) >= 2 else SEQ
+    side = like or first
+    if choice.side == "width" and (width := model_width(model)) is not None:
+        side = TensorSpec("float32", (batch, seq, width))
+    specs, values = [first], dict(extra)
+    for parameter in parameters[1:]:
+        if parameter.default is not inspect.Parameter.empty:
+            continue
+        keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
+        number = number_value(parameter, choice, seq)
+        if number is not None and keyword:
+            values[keyword] = number
+            continue
+        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, side, batch, seq, choice.mask)
+        if spec is None:
+            return [first], extra, where  # a required argument we cannot make: the failure will say so
+        specs.append(spec)
+    return specs, values, where
+
+
+def number_value(parameter: Any, choice: Choice, seq: int) -> Any:
+    """The Python value of a required parameter annotated as a number or flag (or named like a size, under
+    `choice.numbers`), else None."""
+    annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
+    if annotation == "int" or (choice.numbers and annotation in ("", "_empty") and NUMBER_NAMES.fullmatch(parameter.name.lower())):
+        return seq
+    if annotation == "float":
+        return 1.0
+    if annotation == "bool":
+        return False
+    return None
+
+
+def model_width(model: Any) -> int | None:
+    """The width of the model's stream: its first norm's, else its first linear layer's input."""
+    from torch import nn
+
+    for module in model.modules():
+        if isinstance(module, (nn.LayerNorm, nn.RMSNorm)) and module.normalized_shape:
+            return int(module.normalized_shape[-1])
+    return next((module.in_features for module in model.modules() if isinstance(module, nn.Linear)), None)
+
+
+def token_ids_spec(model: Any, parameter: Any, batch: int) -> TensorSpec | None:
+    """Token ids for a further input named like them (Whisper's `forward(mel, tokens)`), below the vocabulary
+    of the model's first embedding; None when the name says otherwise or the model embeds no tokens."""
+    from torch import nn
+
+    if not TOKEN_ID_NAMES.fullmatch(parameter.name.lower()):
+        return None
+    embedding = next((module for module in model.modules() if isinstance(module, nn.Embedding)), None)
+    if embedding is None:
+        return None
+    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
+    return TensorSpec("int64", (batch, SEQ), embedding.num_embeddings, keyword)
+
+
+def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int, mask: tuple[str, ...] = ()) -> TensorSpec | None:
+    name = parameter.name.lower()
+    annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
+    keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
+    if annotation in ("int", "float", "bool", "str"):
+        return None
+    if "mask" in name and mask:
+        sizes = {"batch": batch, "seq": seq, "1": 1}
+        return TensorSpec("bool", tuple(sizes[size] for size in mask), name=keyword)
+    if name in SQUARE_MASK_NAMES:
+        return TensorSpec("bool", (seq, seq), name=keyword)
+    if "mask" in name:
+        return TensorSpec("bool", (batch, seq), name=keyword)
+    if LENGTH_NAMES.fullmatch(name):
+        return TensorSpec("int64", (batch,), seq + 1, keyword, fill=seq)
+    if name in TIME_NAMES:
+        return TensorSpec("int64", (batch,), 100, keyword)
+    return TensorSpec(first.dtype, first.shape, first.high, keyword)
+
+
+def probe(model: Any, candidates: list[Candidate]) -> list[Candidate]:
+    """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first."""
+    if len(candidates) < 2:
+        return candidates[:1]
+    copy = probe_copy(model)
+    if copy is None:
+        return candidates[:1]
+    import torch
+
+    deadline = time.monotonic() + PROBE_SECONDS
+    for candidate in candidates[:PROBE_TRIES]:
+        if time.monotonic() > deadline:
+            break
+        specs, extra, _ = candidate
+        args = tuple(make_tensor(spec, "cpu") for spec in specs if not spec.name)
+        kwargs = {**extra, **{spec.name: make_tensor(spec, "cpu") for spec in specs if spec.name}}
+        try:
+            with torch.no_grad(), torch.random.fork_rng():
+                copy(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the user's forward rejecting a guess
+            continue
+        return [candidate] if candidate is candidates[0] else [candidate, candidates[0]]
+    return candidates[:1]
+
+
+def probe_copy(model: Any) -> Any:
+    """A CPU copy of a small model, weights uninitialised where the model is on meta; None when it cannot be made."""
+    import copy
+
+    if sum(parameter.numel() for parameter in model.parameters()) > PROBE_MAX_PARAMETERS:
+        return None
+    try:
+        duplicate = copy.deepcopy(model)
+        on_meta = any(tensor.device.type == "meta" for tensor in (*duplicate.parameters(), *duplicate.buffers()))
+        if not on_meta:
+            return duplicate
+        duplicate.to_empty(device="cpu")
+        import torch
+
+        for module in duplicate.modules():  # tensors kept as plain attributes (a positional table): not moved by to_empty
+            for name, value in list(vars(module).items()):
+                if isinstance(value, torch.Tensor) and value.device.type == "meta":
+                    setattr(module, name, torch.zeros(value.shape, dtype=value.dtype))
+        return duplicate
+    except Exception:  # noqa: BLE001 - a model that cannot be copied is not probed
+        return None
