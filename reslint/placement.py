@@ -20,6 +20,9 @@ PASS = "pass"  # casts, copies, views, identity
 PROJECTION = "projection"
 OTHER = "other"
 
+# Words in a flag's name that say it chooses where the norm sits (`norm_first`, `pre_norm`, `layer_norm="post"`).
+PLACEMENT_FLAG_WORDS = ("norm", "pre", "post", "before", "after", "first", "parallel", "residual", "sandwich")
+
 
 @dataclass(frozen=True)
 class Step:

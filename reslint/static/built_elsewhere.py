@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static.index import UNKNOWN, ClassInfo, ModuleSpec
 
 
@@ -113,7 +114,5 @@ def arguments_from_stacks(path: str, class_name: str, source: str) -> tuple[dict
 def placement_parameters(defaults: dict[str, object]) -> bool:
     """Whether constructor defaults ({name: default}) include a string or bool flag named like a placement
     switch (`layer_norm="post"`, `norm_first=False`): only such classes are worth looking up elsewhere."""
-    from reslint.static.engine import PLACEMENT_FLAG_WORDS
-
     return any(isinstance(default, (str, bool)) and any(word in name.lower() for word in PLACEMENT_FLAG_WORDS)
                for name, default in defaults.items())

@@ -15,7 +15,7 @@ from dataclasses import replace
 import libcst as cst
 
 from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
-from reslint.placement import combined_placement
+from reslint.placement import PLACEMENT_FLAG_WORDS, combined_placement
 from reslint.static import torch_api
 from reslint.static.walk import walk
 from itertools import product
@@ -911,9 +911,6 @@ def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
 
     return replace(norm, in_sequence_model=in_sequence_model)
 
-
-
-PLACEMENT_FLAG_WORDS = ("norm", "pre", "post", "before", "after", "first", "parallel", "residual", "sandwich")
 
 
 def flag_text(flag: str, value: bool) -> str:
