@@ -124,12 +124,20 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.static.engine import extract_facts
 
     facts = extract_facts(path, module, source_path, text=text, tree=tree)
-    del tree
     result.reads = list(facts.reads)
     result.findings.extend(run_rules(facts, settings))
+    if settings.static and fixable(result.findings):
+        result.module = module
     result.models.extend(facts.model_summaries())
-    result.links = file_links(facts, text, source_path or path, settings.root, result.reads)
+    result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
     return True, bool(facts.models)
+
+
+def fixable(findings: list[Finding]) -> bool:
+    """Whether a fixer may be asked about one of the findings (a static check keeps the module for it)."""
+    from reslint.fixes import FIXERS
+
+    return any(finding.code in FIXERS for finding in findings)
 
 
 def parse_source(path: str, text: str):
@@ -324,13 +332,13 @@ def skippable(path: str, text: str, settings: Settings, source_path: str | None)
 
 
 def file_links(facts, text: str, path: str | None = None, root: str | None = None,
-               reads: list[str] | None = None) -> FileLinks:
+               reads: list[str] | None = None, tree=None) -> FileLinks:
     """What the file offers to and asks of other files: Post-LN classes, class uses, training code.
-    Training configs read for it are appended to `reads`."""
+    Training configs read for it are appended to `reads`; `tree`: CPython's AST of `text`, if parsed."""
     from reslint.static.training import extract_training, factory_returns
 
     model_refs, optimizers, schedules = extract_training(text, path, root, reads)
-    class_uses = {**{name: list(uses) for name, uses in factory_returns(text).items()},
+    class_uses = {**{name: list(uses) for name, uses in factory_returns(text, tree).items()},
                   **{cls: [use for use in uses if use not in built_pre_ln(facts, cls)]
                      for cls, uses in facts.class_uses.items()}}
     return FileLinks(

@@ -160,13 +160,13 @@ def check(
             else:
                 discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
                 add_model_files(discovery, model_list or (), settings, directory)
-            report = check_sources(discovery.sources, settings, progress=progress)
+            report = check_sources(discovery.sources, settings, progress=progress, fixes=fixes and source is None)
             if source is not None:
                 report.texts[source.display] = stdin
             if fixes and source is None and report.findings:  # text read from stdin is never fixed
                 from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
 
-                report.findings = with_fixes(report.findings, settings, report.models)
+                report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
     report.skipped = discovery.skipped
     report.settings = settings
     return report

@@ -46,7 +46,8 @@ MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project
 # Imported classes read for their defaults: configuration objects, by the names they go by.
 CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
                    "Settings")
-IMPORT_CLAUSE = re.compile(rb"\bimport[ \t]+(\([^)]*\)|[^\n]*)")
+IMPORT_CLAUSE = re.compile(rb"import[ \t]+(\([^)]*\)|[^\n]*)")  # matched where `import` starts a word
+WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -203,7 +204,7 @@ class ProjectIndex:
         key = (path, status.st_mtime_ns, status.st_size)
         if key not in self._import_words:
             source = self.source(path) or b""
-            words = {word.decode() for clause in IMPORT_CLAUSE.findall(source) for word in WORD.findall(clause)}
+            words = {word.decode() for clause in import_clauses(source) for word in WORD.findall(clause)}
             self._import_words[key] = frozenset(words)
         return self._import_words[key]
 
@@ -531,6 +532,21 @@ class ProjectIndex:
                 elif resolved == (target, ""):
                     modules.add(local)
         return names, modules
+
+
+def import_clauses(source: bytes) -> list[bytes]:
+    """What follows each word `import` of the text (`\\bimport[ \\t]+(...)` as `re.findall` finds it): the
+    literal found by `bytes.find` first, which is several times faster than the regex's scan of a
+    large project's every file."""
+    clauses, at = [], source.find(b"import")
+    while at >= 0:
+        match = IMPORT_CLAUSE.match(source, at) if at == 0 or source[at - 1] not in WORD_BYTES else None
+        if match is not None:
+            clauses.append(match.group(1))
+            at = source.find(b"import", match.end())
+        else:
+            at = source.find(b"import", at + 1)
+    return clauses
 
 
 def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
