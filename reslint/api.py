@@ -184,6 +184,8 @@ def check_selection(settings: Settings) -> None:
 
 def add_model_files(discovery: Discovery, specs: Iterable[str], settings: Settings, directory: str) -> None:
     """The files of `--model FILE.py:EXPR` factories are checked even when no PATH holds them."""
+    if not specs:  # a static check: the trace engine's modules are not imported for nothing
+        return
     from reslint.trace.models import split_factory
 
     known = {os.path.normcase(os.path.realpath(source.path)) for source in discovery.sources}

@@ -48,6 +48,7 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
     """Check the files; `progress(done, total, phase)` hears of each file done (see api.check). `fixes`: a
     static check's workers also check the fixes of each file they analyse (`Report.prepared_fixes`)."""
     check = functools.partial(check_source, fixes=True) if fixes and settings.static else check_source
+    new_project_run()
     tell = progress or (lambda done, total, phase: None)
     total = len(sources)
     outcomes: list[FileOutcome] = []
@@ -356,3 +357,10 @@ def file_fixes(source: SourceFile, data: bytes, text: str, result, findings: lis
         return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
     except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
         return None
+
+
+def new_project_run() -> None:
+    """The project index looks at each project file once per run (see ProjectIndex.new_run)."""
+    from reslint.project_index import ProjectIndex
+
+    ProjectIndex.new_run()
