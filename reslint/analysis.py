@@ -225,13 +225,20 @@ def nesting(tree) -> tuple[int, int, int]:
 
     deepest, where = 0, (1, 1)
     stack = [(tree, 1, (1, 1))]
+    node_type = ast.AST
     while stack:
         node, depth, position = stack.pop()
         if hasattr(node, "lineno"):
             position = (node.lineno, node.col_offset + 1)
         if depth > deepest:
             deepest, where = depth, position
-        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+        depth += 1
+        for name in node._fields:  # ast.iter_child_nodes, without its two generators per node
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                stack.append((value, depth, position))
+            elif isinstance(value, list):
+                stack.extend((item, depth, position) for item in value if isinstance(item, node_type))
     return deepest, *where
 
 

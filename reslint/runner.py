@@ -265,6 +265,8 @@ def preload_engine(settings: Settings) -> None:
         import libcst  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
+        if settings.static:
+            import reslint.fixes.apply  # noqa: F401 - the workers check a file's fixes beside its analysis
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
         pass
     if not settings.static:

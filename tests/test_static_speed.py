@@ -155,3 +155,33 @@ def is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_the_nesting_check_finds_the_depth_and_place_ast_iter_child_nodes_finds() -> None:
+    import ast
+
+    from reslint.analysis import nesting
+
+    def plain(tree) -> tuple[int, int, int]:
+        deepest, where, stack = 0, (1, 1), [(tree, 1, (1, 1))]
+        while stack:
+            node, depth, position = stack.pop()
+            if hasattr(node, "lineno"):
+                position = (node.lineno, node.col_offset + 1)
+            if depth > deepest:
+                deepest, where = depth, position
+            stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+        return deepest, *where
+
+    texts = ["x = " + "(" * 150 + "1" + ")" * 150, "y = " + " + ".join(["a"] * 1500), "def f():\n    return [[[g(1)]]]\n"]
+    texts += [path.read_bytes() for path in sample()]
+    checked = 0
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        assert nesting(tree) == plain(tree)
+        checked += 1
+    assert nesting(ast.parse(texts[1]))[0] > 1500
+    assert checked > 100
