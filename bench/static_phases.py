@@ -15,6 +15,15 @@ paused as the engine pauses it. Each phase is timed on its own, in the order the
   training links    extract_training (RL301's cross-file facts)
 
 The numbers are for finding the next hot spot, not a benchmark (bench/bench_all.py is).
+
+    python bench/static_phases.py --whole-run [--step K] [--tree DIR] [--files LIST]
+
+times instead the whole `reslint check --static --no-cache --jobs 1` run as a user starts it, in this
+process: interpreter start-up, importing the CLI, settings and discovery, the CPython parse and nesting
+check, libcst's parses (of the checked files and of the project files the engine reads), the facts (the
+project index's construction-site search and builder files inside them), the file links, fix
+availability (in the worker: candidate fixes and their re-check), the project stage and the report.
+Phases nest: "self" is a phase's time less the phases inside it.
 """
 
 from __future__ import annotations
@@ -32,6 +41,24 @@ PHASES = ("libcst parse", "cpython check", "positions", "index", "stream-end wal
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", type=Path, help="default: the installed transformers' models/")
+    parser.add_argument("--step", type=int, default=1, help="every K-th file (default 1: all)")
+    parser.add_argument("--profile", type=Path, help="also write a cProfile of the phases after the parse")
+    parser.add_argument("--whole-run", action="store_true", help="time the phases of a whole CLI run instead")
+    parser.add_argument("--files", type=Path, help="a file listing the paths to check (instead of --tree/--step)")
+    args = parser.parse_args(argv)
+    tree = args.tree
+    if tree is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("transformers")
+        tree = Path(list(spec.submodule_search_locations)[0]) / "models"
+    files = sorted(tree.rglob("*.py"))[::args.step]
+    if args.files:
+        files = [Path(line) for line in args.files.read_text(encoding="utf-8").split()]
+    if args.whole_run:
+        return whole_run([str(path) for path in files])
     import libcst
 
     from reslint.analysis import MAX_LIBCST_CHARACTERS, cpython_parse, nesting
@@ -44,18 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     from reslint.static.stream_end import consumed_classes, reached_into
     from reslint.static.training import extract_training
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", type=Path, help="default: the installed transformers' models/")
-    parser.add_argument("--step", type=int, default=1, help="every K-th file (default 1: all)")
-    parser.add_argument("--profile", type=Path, help="also write a cProfile of the phases after the parse")
-    args = parser.parse_args(argv)
-    tree = args.tree
-    if tree is None:
-        import importlib.util
-
-        spec = importlib.util.find_spec("transformers")
-        tree = Path(list(spec.submodule_search_locations)[0]) / "models"
-    files = sorted(tree.rglob("*.py"))[::args.step]
     settings = Settings(static=True)
     spent = dict.fromkeys(PHASES, 0.0)
     profile = cProfile.Profile() if args.profile else None
@@ -110,6 +125,97 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'beyond the parse':18} {beyond:8.2f}  {beyond / floor:5.2f}x   (goal: <= 0.5x)")
     if profile:
         profile.dump_stats(str(args.profile))
+    return 0
+
+
+# (phase, module, attribute): what a whole run spends, in the order the run reaches it
+WHOLE_RUN_PHASES = (
+    ("settings", "reslint.api", "load_settings"),
+    ("discovery", "reslint.api", "find_sources"),
+    ("pre-filter", "reslint.analysis", "skippable"),
+    ("cpython parse", "reslint.analysis", "cpython_parse"),
+    ("nesting check", "reslint.analysis", "nesting"),
+    ("libcst parse", "libcst", "parse_module"),
+    ("facts", "reslint.static.engine", "extract_facts"),
+    ("imported configs", "reslint.project_index", "ProjectIndex.imported_configs"),
+    ("construction sites", "reslint.project_index", "ProjectIndex.construction_sites_of"),
+    ("rules", "reslint.rules", "run_rules"),
+    ("file links", "reslint.analysis", "file_links"),
+    ("filtering", "reslint.runner", "reported"),
+    ("fix availability", "reslint.runner", "file_fixes"),
+    ("fix: candidates", "reslint.fixes.apply", "candidate"),
+    ("fix: re-check", "reslint.fixes.apply", "recheck"),
+    ("fix availability (after the run)", "reslint.fixes.apply", "with_fixes"),
+    ("project stage", "reslint.runner", "link_project"),
+    ("report", "reslint.report", "Report.write"),
+)
+
+
+def whole_run(paths: list[str]) -> int:
+    """The phases of `reslint check --static --no-cache --jobs 1 PATHS` run in this process (CPU seconds)."""
+    import contextlib
+    import functools
+    import importlib
+    import io
+    import threading
+
+    start_up = time.process_time()  # the interpreter's start-up (and argparse, cProfile: this script's own)
+    clock = time.process_time()
+    import reslint.cli
+
+    imports = time.process_time() - clock
+    spent: dict[str, list] = {}
+    inside: list[float] = []
+
+    def timed(phase: str, function):
+        @functools.wraps(function)
+        def run(*args, **kwargs):
+            began = time.process_time()
+            inside.append(0.0)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                nested, took = inside.pop(), time.process_time() - began
+                entry = spent.setdefault(phase, [0.0, 0.0, 0])
+                entry[0] += took
+                entry[1] += took - nested
+                entry[2] += 1
+                if inside:
+                    inside[-1] += took
+        return run
+
+    for phase, module_name, attribute in WHOLE_RUN_PHASES:
+        owner = importlib.import_module(module_name)
+        *outer, name = attribute.split(".")
+        for part in outer:
+            owner = getattr(owner, part)
+        if hasattr(owner, name):  # an older reslint (run with PYTHONPATH) may lack a phase
+            setattr(owner, name, timed(phase, getattr(owner, name)))
+    import reslint.analysis
+
+    # The engine's deep-stack thread would hide its time from this thread's timers: one thread, a large stack.
+    reslint.analysis.on_deep_stack = lambda function, *args: function(*args)
+    whole = [0.0]
+
+    def check() -> None:
+        began = time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            reslint.cli.main(["check", "--exit-zero", "--static", "--no-cache", "--jobs", "1", *paths])
+        whole[0] = time.process_time() - began
+
+    threading.stack_size(512 * 2**20)
+    thread = threading.Thread(target=check)
+    thread.start()
+    thread.join()
+    print(f"{len(paths)} files; CPU seconds (self: less the phases inside)")
+    print(f"  {'interpreter start-up':34} {start_up:7.2f}")
+    print(f"  {'import reslint.cli':34} {imports:7.2f}")
+    for phase, _, _ in WHOLE_RUN_PHASES:
+        if phase in spent:
+            total, own, calls = spent[phase]
+            print(f"  {phase:34} {total:7.2f}  (self {own:6.2f}, {calls} calls)")
+    print(f"  {'the check (api.check and report)':34} {whole[0]:7.2f}")
+    print(f"  {'process':34} {time.process_time():7.2f}")
     return 0
 
 

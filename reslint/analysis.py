@@ -124,12 +124,20 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.static.engine import extract_facts
 
     facts = extract_facts(path, module, source_path, text=text, tree=tree)
-    del tree
     result.reads = list(facts.reads)
     result.findings.extend(run_rules(facts, settings))
+    if settings.static and fixable(result.findings):
+        result.module = module
     result.models.extend(facts.model_summaries())
-    result.links = file_links(facts, text, source_path or path, settings.root, result.reads)
+    result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
     return True, bool(facts.models)
+
+
+def fixable(findings: list[Finding]) -> bool:
+    """Whether a fixer may be asked about one of the findings (a static check keeps the module for it)."""
+    from reslint.fixes import FIXERS
+
+    return any(finding.code in FIXERS for finding in findings)
 
 
 def parse_source(path: str, text: str):
@@ -217,13 +225,20 @@ def nesting(tree) -> tuple[int, int, int]:
 
     deepest, where = 0, (1, 1)
     stack = [(tree, 1, (1, 1))]
+    node_type = ast.AST
     while stack:
         node, depth, position = stack.pop()
         if hasattr(node, "lineno"):
             position = (node.lineno, node.col_offset + 1)
         if depth > deepest:
             deepest, where = depth, position
-        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+        depth += 1
+        for name in node._fields:  # ast.iter_child_nodes, without its two generators per node
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                stack.append((value, depth, position))
+            elif isinstance(value, list):
+                stack.extend((item, depth, position) for item in value if isinstance(item, node_type))
     return deepest, *where
 
 
@@ -324,13 +339,13 @@ def skippable(path: str, text: str, settings: Settings, source_path: str | None)
 
 
 def file_links(facts, text: str, path: str | None = None, root: str | None = None,
-               reads: list[str] | None = None) -> FileLinks:
+               reads: list[str] | None = None, tree=None) -> FileLinks:
     """What the file offers to and asks of other files: Post-LN classes, class uses, training code.
-    Training configs read for it are appended to `reads`."""
+    Training configs read for it are appended to `reads`; `tree`: CPython's AST of `text`, if parsed."""
     from reslint.static.training import extract_training, factory_returns
 
     model_refs, optimizers, schedules = extract_training(text, path, root, reads)
-    class_uses = {**{name: list(uses) for name, uses in factory_returns(text).items()},
+    class_uses = {**{name: list(uses) for name, uses in factory_returns(text, tree).items()},
                   **{cls: [use for use in uses if use not in built_pre_ln(facts, cls)]
                      for cls, uses in facts.class_uses.items()}}
     return FileLinks(

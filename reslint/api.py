@@ -160,13 +160,13 @@ def check(
             else:
                 discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
                 add_model_files(discovery, model_list or (), settings, directory)
-            report = check_sources(discovery.sources, settings, progress=progress)
+            report = check_sources(discovery.sources, settings, progress=progress, fixes=fixes and source is None)
             if source is not None:
                 report.texts[source.display] = stdin
             if fixes and source is None and report.findings:  # text read from stdin is never fixed
                 from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
 
-                report.findings = with_fixes(report.findings, settings, report.models)
+                report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
     report.skipped = discovery.skipped
     report.settings = settings
     return report
@@ -184,6 +184,8 @@ def check_selection(settings: Settings) -> None:
 
 def add_model_files(discovery: Discovery, specs: Iterable[str], settings: Settings, directory: str) -> None:
     """The files of `--model FILE.py:EXPR` factories are checked even when no PATH holds them."""
+    if not specs:  # a static check: the trace engine's modules are not imported for nothing
+        return
     from reslint.trace.models import split_factory
 
     known = {os.path.normcase(os.path.realpath(source.path)) for source in discovery.sources}

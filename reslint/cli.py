@@ -173,10 +173,10 @@ def check(
 def checked_paths(paths: tuple[str, ...], models: tuple[str, ...]) -> tuple[str, ...]:
     """The PATHs, or without any the files the --model factories name (as `pytest file.py::test`
     runs that file), else the current directory."""
-    from reslint.trace.models import split_factory
-
     if paths:
         return tuple(path for path in paths if path != "-") or (".",)
+    from reslint.trace.models import split_factory  # the trace engine's modules: only when a --model names the files
+
     files = tuple(dict.fromkeys(target for target, _ in map(split_factory, models) if target.endswith((".py", ".pyi"))))
     return files if files and len(files) == len(models) else (".",)
 

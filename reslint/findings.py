@@ -194,6 +194,8 @@ class FileResult:
     reads: list[str] = field(default_factory=list, compare=False)
     skipped: bool = False  # the pre-filter found no model or training code: nothing was analysed
     traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried to trace
+    # A static check: the libcst module the engine parsed, for the fixers in the same process; never stored
+    module: object = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {

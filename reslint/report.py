@@ -44,6 +44,8 @@ class Report:
     settings: Settings = field(default_factory=Settings, repr=False, compare=False)
     # The text of checked sources that are not files on disk (stdin), for the code frames: {path: text}
     texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # A static check's fixes, checked by the workers beside each file's analysis: {path: FileFixes}
+    prepared_fixes: dict = field(default_factory=dict, repr=False, compare=False)
 
     def count(self, severity: str) -> int:
         """How many findings have this effective severity ("info", "warning" or "error")."""

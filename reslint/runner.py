@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import traceback
@@ -23,6 +24,8 @@ from reslint.suppression import unused_noqa_findings
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
+    from reslint.fixes.apply import FileFixes
+
 
 # progress(done, total, phase): files done of total; phase "cache", "parsing", "tracing" or "linking"
 Progress = Callable[[int, int, str], None]
@@ -37,10 +40,15 @@ class FileOutcome:
     skipped: bool = False
     display: str = ""  # the file it is about (outcomes come back in another order than the sources)
     traces: list[TraceOutcome] = field(default_factory=list)
+    fixes: FileFixes | None = None  # a static check's fixes of the file, checked beside its analysis
 
 
-def check_sources(sources: list[SourceFile], settings: Settings, progress: Progress | None = None) -> Report:
-    """Check the files; `progress(done, total, phase)` hears of each file done (see api.check)."""
+def check_sources(sources: list[SourceFile], settings: Settings, progress: Progress | None = None,
+                  fixes: bool = False) -> Report:
+    """Check the files; `progress(done, total, phase)` hears of each file done (see api.check). `fixes`: a
+    static check's workers also check the fixes of each file they analyse (`Report.prepared_fixes`)."""
+    check = functools.partial(check_source, fixes=True) if fixes and settings.static else check_source
+    new_project_run()
     tell = progress or (lambda done, total, phase: None)
     total = len(sources)
     outcomes: list[FileOutcome] = []
@@ -71,17 +79,18 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
             finished[0] += 1
             tell(finished[0], total, phase)
 
-        done, lost = run_pool(check_source, ordered, settings, workers, one_more)
+        done, lost = run_pool(check, ordered, settings, workers, one_more)
         outcomes += done
         if lost:  # a worker died (a crash, the OOM killer): each unfinished file again, in its own child
             done, lost = run_pool(check_source_isolated, lost, settings, workers)
             outcomes += done + [stopped_outcome(source, settings, "the process checking it died") for source in lost]
     else:
         for source in pending:
-            outcomes.append(check_source(source, settings))
+            outcomes.append(check(source, settings))
             tell(len(outcomes), total, phase)
     tell(total, total, "linking")
     report = merge(outcomes, len(sources))
+    report.prepared_fixes = {outcome.display: outcome.fixes for outcome in outcomes if outcome.fixes is not None}
     link_project(report, sources, outcomes, settings)
     return report
 
@@ -256,6 +265,8 @@ def preload_engine(settings: Settings) -> None:
         import libcst  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
+        if settings.static:
+            import reslint.fixes.apply  # noqa: F401 - the workers check a file's fixes beside its analysis
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
         pass
     if not settings.static:
@@ -311,21 +322,47 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
     return report
 
 
-def check_source(source: SourceFile, settings: Settings, cached_only: bool = False) -> FileOutcome | None:
+def check_source(source: SourceFile, settings: Settings, cached_only: bool = False,
+                 fixes: bool = False) -> FileOutcome | None:
     """Everything for one file; runs in a worker process, so it never raises.
 
-    With `cached_only`, None unless the cache holds the file's result."""
+    With `cached_only`, None unless the cache holds the file's result; with `fixes`, the file's fixes
+    are checked here, while the engine's parse of it is at hand (a static check)."""
     try:
         result, data = analyse_source(source, settings, cached_only)
         if result is None:
             return None
         text = decoded(data)
         findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text, settings)
-        return FileOutcome(findings=findings, models=list(result.models), links=result.links,
-                           skipped=result.skipped, display=source.display, traces=list(result.traces))
+        outcome = FileOutcome(findings=findings, models=list(result.models), links=result.links,
+                              skipped=result.skipped, display=source.display, traces=list(result.traces))
+        if fixes and result.module is not None:
+            outcome.fixes = file_fixes(source, data, text, result, findings, settings)
+        return outcome
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
             path=source.display,
             error=f"{type(error).__name__}: {error}",
             traceback=traceback.format_exc(),
         ), display=source.display)
+
+
+def file_fixes(source: SourceFile, data: bytes, text: str, result, findings: list[Finding], settings: Settings):
+    """prepare_fixes for the file, or None (the parent then checks its fixes as before)."""
+    from reslint.fixes import FIXERS
+
+    if not any(finding.code in FIXERS for finding in findings):
+        return None
+    from reslint.fixes.apply import prepare_fixes
+
+    try:
+        return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
+    except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
+        return None
+
+
+def new_project_run() -> None:
+    """The project index looks at each project file once per run (see ProjectIndex.new_run)."""
+    from reslint.project_index import ProjectIndex
+
+    ProjectIndex.new_run()

@@ -66,3 +66,122 @@ def test_placing_only_the_statements_asked_about_gives_the_whole_modules_finding
         assert analysed(path) == expected, path
         findings += len(expected[0])
     assert findings > 50
+
+
+# ----- the whole run: fix availability beside the analysis, the project index's import words -----
+
+def checked(paths: list[Path], jobs: int = 1) -> list[dict]:
+    import reslint
+
+    report = reslint.check([str(path) for path in paths], static=True, cache=False, jobs=jobs, cwd=REPO_ROOT)
+    return [finding.to_dict() for finding in report.findings]
+
+
+def test_fixes_checked_beside_the_analysis_are_the_fixes_checked_afterwards(monkeypatch) -> None:
+    import reslint.fixes.apply as apply
+    import reslint.runner as runner
+
+    paths = sample()
+    prepared = []
+    real_prepare = apply.prepare_fixes
+
+    def counted(*args, **kwargs):
+        ready = real_prepare(*args, **kwargs)
+        prepared.append(ready)
+        return ready
+
+    monkeypatch.setattr(apply, "prepare_fixes", counted)
+    beside = checked(paths)
+    assert sum(fix is not None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
+    assert sum(fix is None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
+    # The plain way: every fix checked after the run, the file parsed and re-checked again.
+    monkeypatch.setattr(runner, "file_fixes", lambda *args: None)
+    afterwards = checked(paths)
+    assert beside == afterwards
+    assert sum(finding["fix"] is not None for finding in afterwards) >= 10
+
+
+def test_two_workers_offer_the_fixes_one_process_offers() -> None:
+    paths = sorted(REPO_ROOT.glob("fixtures/**/*.py"))
+    paths = [path for path in paths if "hostile" not in path.parts]
+    assert checked(paths, jobs=2) == checked(paths, jobs=1)
+
+
+def test_import_words_are_read_as_the_regex_reads_them() -> None:
+    import re
+
+    from reslint.project_index import import_clauses
+
+    regex = re.compile(rb"\bimport[ \t]+(\([^)]*\)|[^\n]*)")
+    texts = [b"import os", b"reimport (a,\nimport b)\nimport c", b"x.import_module('m')\nfrom a import (b,\n c)",
+             b"importlib.import_module\n_import x\n9import y\nfrom . import\timport_utils", b"import", b"imports x"]
+    texts += [path.read_bytes() for path in sample()]
+    for text in texts:
+        assert import_clauses(text) == regex.findall(text), text[:80]
+
+
+def test_a_top_level_statement_replaced_in_the_text_gives_the_regenerated_module() -> None:
+    import libcst as cst
+
+    from reslint.fixes.rl101_pre_ln import ReplaceNodes
+    from reslint.fixes.source import Source
+
+    texts = [data.decode("utf-8") for data in (path.read_bytes() for path in sample()) if is_utf8(data)]
+    texts += ["class A:\n    pass\n\n# end\nclass B: pass", "x = 1\r\n\r\nclass C:\r\n  y = 2\r\n", "\ufeffimport os\n"]
+    replaced = 0
+    for text in texts:
+        try:
+            source = Source(text)
+        except cst.ParserSyntaxError:  # the syntax-error fixtures
+            continue
+        body = source.module.body
+        # every statement of a small file; of a large one (regenerated whole each time) the first, a middle one, the last
+        chosen = range(len(body)) if len(text) < 20_000 else sorted({0, len(body) // 2, len(body) - 1})
+        for index in chosen:
+            statement = body[index]
+            new = statement.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment("# moved"))])
+            expected = source.module.deep_replace(statement, new).code
+            assert source.replaced(statement, new) == expected, (text[:60], index)
+            replaced += 1
+        if len(body) > 2:
+            pairs = {body[0]: body[0].with_changes(leading_lines=[]), body[-2]: body[-1]}
+            assert source.replaced_statements(pairs) == source.module.visit(ReplaceNodes(pairs)).code
+    assert replaced > 500
+
+
+def is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_the_nesting_check_finds_the_depth_and_place_ast_iter_child_nodes_finds() -> None:
+    import ast
+
+    from reslint.analysis import nesting
+
+    def plain(tree) -> tuple[int, int, int]:
+        deepest, where, stack = 0, (1, 1), [(tree, 1, (1, 1))]
+        while stack:
+            node, depth, position = stack.pop()
+            if hasattr(node, "lineno"):
+                position = (node.lineno, node.col_offset + 1)
+            if depth > deepest:
+                deepest, where = depth, position
+            stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+        return deepest, *where
+
+    texts = ["x = " + "(" * 150 + "1" + ")" * 150, "y = " + " + ".join(["a"] * 1500), "def f():\n    return [[[g(1)]]]\n"]
+    texts += [path.read_bytes() for path in sample()]
+    checked = 0
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        assert nesting(tree) == plain(tree)
+        checked += 1
+    assert nesting(ast.parse(texts[1]))[0] > 1500
+    assert checked > 100

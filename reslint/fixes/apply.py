@@ -58,11 +58,13 @@ def configured_fixable(code: str, settings: Settings) -> bool:
     return (not fixable or code in fixable) and code not in settings.unfixable
 
 
-def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSummary] = ()) -> list[Finding]:
+def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSummary] = (),
+               prepared: dict[str, FileFixes] | None = None) -> list[Finding]:
     """The findings, each with the checked fix that would repair it on its own (`Finding.fix`).
 
     In a full check, a file's fixes are offered only when the file with all of them applied still
-    traces as before (`models`: the report's summaries, what it traced before)."""
+    traces as before (`models`: the report's summaries, what it traced before). `prepared`: the fixes a
+    static check's workers already checked beside each file's analysis (`prepare_fixes`), by display path."""
     by_path: dict[str, list[Finding]] = {}
     for finding in findings:
         if fix_allowed(finding.code, settings, unsafe=True):
@@ -73,6 +75,11 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         if text is None:
             continue
         linked = any(finding.code in LINKED for finding in wanted)
+        ready = (prepared or {}).get(display)
+        if ready is not None and not linked and ready.covers(text, wanted):
+            offered.update((id(finding), ready.fixes[fix_key(finding)]) for finding in wanted
+                           if ready.fixes[fix_key(finding)] is not None)
+            continue
         parsed = Parsed(text)
         if settings.static and not linked and not any(candidate(display, text, finding, parsed) for finding in wanted):
             # Exact: in a static check a reported finding is its own counterpart in the re-check (the same
@@ -97,6 +104,59 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
         offered.update(fixes)
     return [dataclasses.replace(finding, fix=offered[id(finding)]) if id(finding) in offered else finding
             for finding in findings]
+
+
+@dataclass
+class FileFixes:
+    """A static check's fixes of one file, checked in the worker that analysed it (see `prepare_fixes`):
+    for each fixable finding (`fix_key`), its checked Fix or None; `digest`: of the text they were made for."""
+
+    digest: str
+    fixes: dict[tuple, Fix | None] = field(default_factory=dict)
+
+    def covers(self, text: str, findings: list[Finding]) -> bool:
+        return self.digest == text_digest(text) and all(fix_key(finding) in self.fixes for finding in findings)
+
+
+def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[Finding], findings: list[Finding],
+                  settings: Settings) -> FileFixes | None:
+    """`with_fixes` for one file of a static check, beside its analysis: the fixers read the libcst module
+    the engine parsed (`module`, of `text`, decoded from `data`), and the re-check of the original text is the analysis's own
+    findings (`analysed`, unfiltered), so that only candidate fixes are parsed and analysed again.
+    `findings`: the file's reported findings. None when the file is not one `with_fixes` would read as it
+    is (not UTF-8 without a BOM, or the engine read another text): it then does the work itself."""
+    wanted = [finding for finding in findings if fix_allowed(finding.code, settings, unsafe=True)]
+    if not wanted or any(finding.code in LINKED for finding in wanted) or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        if module is None or data.decode("utf-8") != text:
+            return None
+    except UnicodeDecodeError:
+        return None
+    ready = FileFixes(text_digest(text))
+    parsed = Parsed(text, module)
+    if not any(candidate(display, text, finding, parsed) for finding in wanted):
+        ready.fixes = dict.fromkeys(map(fix_key, wanted))
+        return ready
+    base = reported(display, analysed, text, settings)  # what recheck(display, text, settings) reports
+    for finding in wanted:
+        target = counterpart(finding, base)
+        checked = attempt(display, text, target, base, settings, False, parsed) if target else None
+        module_of = fixer(finding.code)
+        ready.fixes[fix_key(finding)] = (Fix("safe" if module_of.SAFE else "unsafe", module_of.TITLE,
+                                             edits(text, checked[0])) if checked is not None else None)
+    return ready
+
+
+def fix_key(finding: Finding) -> tuple:
+    """A finding as the worker and the parent both know it (the parent's are copies)."""
+    return finding.code, finding.path, finding.line, finding.column, finding.symbol, finding.message
+
+
+def text_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: list[ModelSummary] = ()) -> list[FileFix]:
@@ -152,13 +212,14 @@ class Parsed:
     """One text's Source, parsed when a fixer first needs it and then shared by all its findings'
     fixers (fixers only read it: libcst trees are immutable)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, module=None):
         self.text = text
+        self.module = module  # the text's libcst module when the engine parsed it already
         self.source: Source | None = None
 
     def get(self) -> Source:
         if self.source is None:
-            self.source = Source(self.text)
+            self.source = Source(self.text, self.module)
         return self.source
 
 

@@ -38,7 +38,8 @@ def fix(source: Source, finding: Finding) -> str | None:
         if fixed is None:
             return None
         classes[model] = fixed
-    return source.module.visit(ReplaceNodes(classes)).code
+    spliced = source.replaced_statements(classes)
+    return spliced if spliced is not None else source.module.visit(ReplaceNodes(classes)).code
 
 
 def scope(source: Source, finding: Finding) -> list[range]:

@@ -28,7 +28,7 @@ def fix(source: Source, finding: Finding) -> str | None:
     if cls is None or loop is None or method(cls, "__init__") is None:
         return None
     fixed = with_final_norm(source, cls, attribute, loop)
-    return source.module.deep_replace(cls, fixed).code if fixed is not None else None
+    return source.replaced(cls, fixed) if fixed is not None else None
 
 
 def with_final_norm(source: Source, cls: cst.ClassDef, attribute: str, loop: cst.For) -> cst.ClassDef | None:

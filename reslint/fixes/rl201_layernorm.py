@@ -51,7 +51,7 @@ def fix(source: Source, finding: Finding) -> str | None:
     if not replacements:
         return None
     replacements[built] = layer_norm
-    return source.module.deep_replace(cls, cls.visit(Replace(replacements))).code
+    return source.replaced(cls, cls.visit(Replace(replacements)))
 
 
 def conv_output(source: Source, node: cst.BaseExpression, convolutions: set[str]) -> bool:

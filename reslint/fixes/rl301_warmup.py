@@ -78,7 +78,7 @@ def new_schedule(source: Source, function: cst.CSTNode, site: cst.Call, optimize
             return created if body[0] is built else step if body[0] is stepped else None
         return None
 
-    return source.module.deep_replace(function, function.visit(InsertAfter(addition))).code
+    return source.replaced(function, function.visit(InsertAfter(addition)))
 
 
 def stepping(source: Source, loop: cst.For, optimizer: str) -> bool:

@@ -33,7 +33,7 @@ def fix(source: Source, finding: Finding) -> str | None:
     fixed = cls.deep_replace(root, new_root)
     if needs_attribute:
         fixed = with_eps_attribute(fixed)
-    return source.module.deep_replace(cls, fixed).code if fixed is not None else None
+    return source.replaced(cls, fixed) if fixed is not None else None
 
 
 def root_kind(call: cst.Call) -> str:

@@ -18,8 +18,9 @@ class Source:
     Positions and parents are each a pass over the whole tree, resolved when a fixer first asks:
     most fixers refuse most findings after looking at one class."""
 
-    def __init__(self, text: str):
-        self.module = cst.parse_module(text)
+    def __init__(self, text: str, module: cst.Module | None = None):
+        self.text = text
+        self.module = module if module is not None else cst.parse_module(text)  # `module`: text's, parsed already
         self._of_kind: dict[type, list[cst.CSTNode]] = {}
 
     @cached_property
@@ -69,7 +70,28 @@ class Source:
         return next((node for node in self.module.body if isinstance(node, cst.ClassDef) and node.name.value == name), None)
 
     def replaced(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
-        return self.module.deep_replace(old, new).code
+        """The module's code with `old` replaced by `new`. A top-level statement (a class, a function) is
+        replaced in the text by its new code alone: rebuilding and generating the whole module is most of
+        a fixer's time on a large file."""
+        spliced = self.replaced_statements({old: new})
+        return spliced if spliced is not None else self.module.deep_replace(old, new).code
+
+    def replaced_statements(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> str | None:
+        """The module's code with top-level statements replaced, each by its new code in the text; None
+        unless every node replaced is a top-level statement (and, in a file without a final newline, not
+        the last one, whose newline the module's code drops), and the text is the module's code (no BOM)."""
+        body = self.module.body
+        top_level = {id(statement) for statement in body}
+        if not all(id(old) in top_level for old in replacements) or (
+                not self.module.has_trailing_newline and any(old is body[-1] for old in replacements)) \
+                or self.positions.code != self.text:
+            return None
+        pieces, at = [], 0
+        for old in sorted(replacements, key=lambda node: self.positions.code_span(node)[0]):
+            start, end = self.positions.code_span(old)
+            pieces += [self.text[at:start], self.module.code_for_node(replacements[old])]
+            at = end
+        return "".join(pieces) + self.text[at:]
 
 
 def owner_class(finding: Finding) -> str:

@@ -332,7 +332,7 @@ class CodeRanges:
         state = _RangeState(module)
         module._codegen(state)
         self._state = state
-        code = "".join(state.tokens) + state.dropped
+        code = self.code = "".join(state.tokens) + state.dropped  # the module's code (its text, a BOM aside)
         self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(code)]
 
     def __iter__(self):
@@ -351,6 +351,11 @@ class CodeRanges:
         if node not in self._state.order:
             raise KeyError(node)
         return self._state.end_of(node)
+
+    def code_span(self, node: cst.CSTNode) -> tuple[int, int]:
+        """Where the code generated for the node lies, the whitespace it owns (a statement's leading lines)
+        included: the text `code_for_node` gives it in place."""
+        return self._state.ranges[node]
 
     def line_column(self, offset: int) -> tuple[int, int]:
         """(1-based line, 0-based column) of an offset."""

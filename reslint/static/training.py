@@ -77,13 +77,14 @@ LIBRARY_ROOTS = frozenset({"torch", "transformers", "numpy", "np", "os", "sys", 
 FACTORY_RETURN = re.compile(r"\breturn\s+(?:[\w.]*\b[A-Z]\w*\(|\w*model\s*$)", re.MULTILINE)
 
 
-def factory_returns(text: str) -> dict[str, list[str]]:
+def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list[str]]:
     """Module-level functions that return a class they build (`def build_model(args): return Model(...)`,
-    or `model = Model(...); return model`) -> the dotted names of those classes, imports resolved."""
+    or `model = Model(...); return model`) -> the dotted names of those classes, imports resolved.
+    `tree`: CPython's AST of `text`, when the caller parsed it already."""
     if not FACTORY_RETURN.search(text):
         return {}
     try:
-        tree = ast.parse(text)
+        tree = tree if tree is not None else ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     aliases: dict[str, str] = {}
