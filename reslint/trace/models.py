@@ -427,7 +427,9 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
     if spec.unbuildable:
         raise BuildFailed(spec.line, spec.unbuildable)
     try:
-        with torch.device("meta"):
+        from reslint.trace.meta_init import skipped_meta_init
+
+        with torch.device("meta"), skipped_meta_init():
             model = spec.build()
         device = "meta"
     except (TraceTimeout, KeyboardInterrupt):
