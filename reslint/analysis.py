@@ -394,13 +394,14 @@ class TracedFile:
     timed_out: bool = False  # a time limit cut something short: the result may differ next time
     traces: list[TraceOutcome] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)  # files construction sites were read from (model discovery)
+    exported: bool = False  # torch.export ran (see warm_for_tracing)
 
     def to_dict(self) -> dict:
         return {"reads": list(self.reads), "findings": [finding.to_dict() for finding in self.findings],
                 "summaries": [summary.to_dict() for summary in self.summaries],
                 "static_only": dict(self.static_only), "notes": list(self.notes),
                 "imported": self.imported, "timed_out": self.timed_out,
-                "traces": [trace.to_dict() for trace in self.traces]}
+                "traces": [trace.to_dict() for trace in self.traces], "exported": self.exported}
 
     @classmethod
     def from_dict(cls, data: dict) -> TracedFile:
@@ -411,7 +412,7 @@ class TracedFile:
                    notes=[str(note) for note in data["notes"]],
                    imported=bool(data["imported"]), timed_out=bool(data["timed_out"]),
                    traces=[TraceOutcome.from_dict(trace) for trace in data["traces"]],
-                   reads=[str(path) for path in data.get("reads", ())])
+                   reads=[str(path) for path in data.get("reads", ())], exported=bool(data.get("exported")))
 
 
 def add_trace_results(result: FileResult, path: str, data: bytes, settings: Settings,
@@ -424,8 +425,11 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     if not torch_available() or not needs_import(path, data, settings, source_path):
         return
     timeout = file_timeout(settings)
+    warm_for_tracing(export="export seen" in _warmed)
     # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
     traced = run_isolated(traced_document, path, data, settings, source_path, timeout=timeout + 2)
+    if isinstance(traced, dict) and traced.get("exported"):
+        _warmed.add("export seen")  # the next child forked from here starts with export warmed up
     if not isinstance(traced, ChildFailure):
         try:
             traced = TracedFile.from_dict(traced)
@@ -446,6 +450,31 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     ] + traced.summaries
 
 
+_warmed: set[str] = set()
+
+
+def warm_for_tracing(export: bool) -> None:
+    """Import once in this process what each forked trace child would otherwise import on its own:
+    torch's dynamo, which the meta kernels of common layers (MultiheadAttention, embedding) load on first
+    use; and `export`: torch.export's own warm-up, seconds per process, done here once an earlier child
+    needed export (a single file's child pays it alone, as it would here)."""
+    import importlib
+
+    from reslint.runner import preload_torch
+
+    for step in ("dynamo", "export")[:2 if export else 1]:
+        if step in _warmed:
+            continue
+        _warmed.add(step)
+        try:
+            if step == "export":
+                preload_torch()
+            else:
+                importlib.import_module("torch._dynamo")
+        except Exception:  # noqa: BLE001 - only a head start: the children do without it
+            pass
+
+
 def failed_trace(path: str, failure, timeout: float) -> TracedFile:
     """The child died or hung: one RL902 (import, build) or RL903 (tracing) naming what it was doing."""
     cause = failure.cause
@@ -463,7 +492,12 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
 
 def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None) -> dict:
     """trace_and_check's result as data, to cross the process boundary (in the isolated child)."""
-    return trace_and_check(path, data, settings, source_path).to_dict()
+    from reslint.trace import capture
+
+    capture.exported = False
+    traced = trace_and_check(path, data, settings, source_path)
+    traced.exported = capture.exported
+    return traced.to_dict()
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:

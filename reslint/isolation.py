@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import gc
 import json
 import os
 import select
@@ -64,9 +65,13 @@ def run_isolated(function: Callable[..., Any], *args: Any, timeout: float | None
         return function(*args)
     reader, writer = os.pipe()
     parent = os.getpid()
+    # The child's collector would walk (and so copy, page by page) every object the parent holds:
+    # torch's alone are a million. Frozen, they are not walked; the parent collects them again after.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, measured through the parent's view of it
         _keeper(function, args, reader, writer, parent)
+    gc.unfreeze()
     os.close(writer)
     _running.add(pid)
     try:

@@ -127,13 +127,13 @@ def test_check_model_traces_an_in_memory_model():
         "RL103", "fixtures/placement/pre_ln_without_final_norm.py", 37, 17, "trace", "TinyLM.blocks")
     assert finding.message.startswith(RL103_MESSAGE_START)
     [summary] = report.models
-    assert (summary.name, summary.line, summary.engine) == ("TinyLM", 27, "traced (export)")
+    assert (summary.name, summary.line, summary.engine) == ("TinyLM", 27, "traced (fx)")
     assert [(stack.depth, stack.placement, stack.final_norm) for stack in summary.stacks] == [(6, "pre", False)]
     assert report.exit_code() == 1 and report.files_checked == 1
     assert all(module.training for module in model.modules())  # traced in eval mode, put back
     text = report.render()
     assert text.startswith(f"fixtures/placement/pre_ln_without_final_norm.py:37:17: RL103 [warning] {RL103_MESSAGE_START}")
-    assert "TinyLM: 6 blocks (self.blocks: Block), Pre-LN, final norm no [traced (export)]" in text
+    assert "TinyLM: 6 blocks (self.blocks: Block), Pre-LN, final norm no [traced (fx)]" in text
 
 
 @torch_needed

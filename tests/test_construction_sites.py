@@ -244,7 +244,7 @@ def test_text_summary_names_the_site():
     result = run_reslint("check", "fixtures/discovery/main_block", "--verbose", "--no-cache", "--jobs", "1",
                          cwd=REPO_ROOT)
     assert "fixtures/discovery/main_block/encoder.py:23: Encoder: 12 blocks (self.blocks: PreLNBlock), Pre-LN, " \
-           "final norm yes [traced (export), built from fixtures/discovery/main_block/encoder.py:36]" in result.stdout
+           "final norm yes [traced (fx), built from fixtures/discovery/main_block/encoder.py:36]" in result.stdout
 
 
 def test_a_class_imported_through_its_package(tmp_path):

@@ -41,4 +41,4 @@ def test_full_check_of_the_examples_traces_every_model_and_agrees():
     report = json.loads(run.stdout)
     assert [(f["path"], f["line"], f["code"]) for f in report["findings"]] == EXPECTED
     assert {model["name"]: model["engine"] for model in report["models"]} == {
-        "Encoder": "traced (export)", "GPT": "traced (export)", "TinyGPT": "traced (export)"}
+        "Encoder": "traced (fx)", "GPT": "traced (fx)", "TinyGPT": "traced (fx)"}  # fast_capture: export's facts

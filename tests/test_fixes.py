@@ -192,7 +192,7 @@ def test_models_still_build_and_trace_after_the_unsafe_fixes(tmp_path, name):
     assert model.read_text(encoding="utf-8") == after(name)
     document = json.loads(result.stdout)
     assert document["findings"] == []
-    assert document["models"] and all(entry["engine"] == "traced (export)" for entry in document["models"])
+    assert document["models"] and all(entry["engine"] in ("traced (export)", "traced (fx)") for entry in document["models"])
 
 
 NORM_OVER_HIDDEN_WIDTH = '''\

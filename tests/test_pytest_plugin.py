@@ -98,7 +98,7 @@ def test_fixture_passes_clean_models_and_fails_with_the_findings(pytester: pytes
         literal(f"E       {RL103_LINE}") + "*",
         "E       ",
         "E       Models:",
-        literal("E         bad_model.py:27: TinyLM: 6 blocks (self.blocks: Block), Pre-LN, final norm no [traced (export)]"),
+        literal("E         bad_model.py:27: TinyLM: 6 blocks (self.blocks: Block), Pre-LN, final norm no [traced (fx)]"),
         "*",
         "E       Found 1 finding (0 errors, 1 warning, 0 infos) in 1 file.",
         "",

@@ -2,6 +2,7 @@
 
 Order (measured on torch 2.13 / transformers 5.24):
 
+0. `fast_capture`: torch.fx symbolic tracing on meta, kept only where its graph reads as export's would.
 1. `torch.export.export(model, args, kwargs, strict=False)` - never decomposed, so
    `aten.layer_norm`/`rms_norm`/`linear` stay visible, with `stack_trace` and `nn_module_stack`.
 1b. When the meta device itself cannot run the forward (autocast on `meta`): export again on the
@@ -37,6 +38,7 @@ from reslint.trace.loader import (
 )
 
 DRAFT_EXPORT_MAX_PARAMETERS = 50_000_000  # rebuilding on CPU for draft_export: at most ~200 MB of weights
+exported = False  # whether this process ran torch.export (the parent of the next traces warms it up then)
 
 
 @dataclass
@@ -199,8 +201,15 @@ def capture_model(
     path: str,
     cpu_variant: Callable[[], tuple[Any, Inputs]] | None = None,
 ) -> tuple[Capture | None, list[Failure]]:
-    """Try export, draft_export (data-dependent control flow only), then fx. Never raises but TraceTimeout."""
+    """Try the fast path (fast_capture), export, draft_export (data-dependent control flow only), then fx.
+    Never raises but TraceTimeout."""
+    from reslint.trace import fast_capture
+
     failures: list[Failure] = []
+    if fast_capture.ENABLED:
+        fast = fast_capture.fast_capture(model, inputs, name, line)
+        if fast is not None:
+            return fast, failures
 
     def attempt(method: str, run: Callable[[], Capture]) -> Capture | None:
         try:
@@ -216,6 +225,8 @@ def capture_model(
         program = export_capture(model, inputs)
         return Capture(program.graph_module, "export", model, name, line, [], program, inputs.description)
 
+    global exported
+    exported = True
     result = attempt("export", via_export)
     if result is None and cpu_variant is not None and on_meta(model, inputs) and meta_limited(failures[-1].error):
         def via_cpu_export() -> Capture:

@@ -513,7 +513,9 @@ def build_model(spec: ModelSpec, path: str) -> BuiltModel:
         raise BuildFailed(spec.line, spec.unbuildable)
     notes: list[str] = []
     try:
-        with torch.device("meta"):
+        from reslint.trace.meta_init import skipped_meta_init
+
+        with torch.device("meta"), skipped_meta_init():
             model = spec.build()
         device = "meta"
     except (TraceTimeout, KeyboardInterrupt):

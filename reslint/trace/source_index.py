@@ -4,7 +4,32 @@ line, calls per line, and the `self.attr = ...` assignments and constructor call
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
+
+# Lines as the Python parser splits them (no form feeds), ends kept: what ast.get_source_segment uses.
+PARSER_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def source_segments(text: str):
+    """`segment(node)`, ast.get_source_segment over `text` with its lines split once: the ast function
+    splits the whole text again, character by character, on every call (3.6 CPU-s on modeling_bert.py)."""
+    lines = PARSER_LINES.findall(text)
+
+    def segment(node) -> str | None:
+        try:
+            if node.end_lineno is None or node.end_col_offset is None:
+                return None
+            first, last = node.lineno - 1, node.end_lineno - 1
+            start, end = node.col_offset, node.end_col_offset
+        except AttributeError:
+            return None
+        if first == last:
+            return lines[first].encode()[start:end].decode()
+        return "".join([lines[first].encode()[start:].decode(), *lines[first + 1:last],
+                        lines[last].encode()[:end].decode()])
+
+    return segment
 
 
 class SourceIndex:
@@ -19,22 +44,23 @@ class SourceIndex:
         self.attributes: dict[tuple[str, str], int] = {}
         self.loops: list[tuple[int, int, int, str]] = []  # `for` statements: first and last line, column, iterable
         tree = ast.parse(text)
+        segment = source_segments(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.For):
                 self.loops.append((node.lineno, node.end_lineno or node.lineno, node.col_offset + 1,
-                                   ast.get_source_segment(text, node.iter) or ""))
+                                   segment(node.iter) or ""))
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) or isinstance(node, ast.AugAssign) \
                     and isinstance(node.op, ast.Add):
                 self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
                 left = node.left if isinstance(node, ast.BinOp) else node.target
                 right = node.right if isinstance(node, ast.BinOp) else node.value
                 self.terms.setdefault(node.lineno, []).append(
-                    (ast.get_source_segment(text, left) or "", ast.get_source_segment(text, right) or ""))
+                    (segment(left) or "", segment(right) or ""))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "add", "add_"):
                 self.adds.setdefault(node.lineno, []).append(node.col_offset + 1)
             if isinstance(node, ast.Call):
-                func = ast.get_source_segment(text, node.func) or ""
+                func = segment(node.func) or ""
                 self.calls.setdefault(node.lineno, []).append((func, node.col_offset + 1))
             if isinstance(node, ast.ClassDef):
                 for inner in ast.walk(node):

@@ -1,0 +1,121 @@
+"""The fast capture path, tried before torch.export: torch.fx symbolic tracing plus shape propagation on
+meta tensors.
+
+torch.export pays seconds of dynamo warm-up in every fresh process and dispatches each op through fake
+tensors in Python (about 5x fx's time on a 12-block GPT); a plain nn.Module whose forward has no
+data-dependent control flow gives the same facts through fx. Only then is fx's graph kept: every node
+must spell what it computes as export's graph does (the layers and ops below, each checked on the
+fixtures and examples, both engines' results compared in tests/test_fast_capture.py). A tracing error,
+a shape error or any other node, and capture_model goes on to export exactly as without this step.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any
+
+from reslint.static import torch_api
+
+ENABLED = True  # off: export first, as before (the identity tests compare both)
+# torch.nn layers kept whole (fx leaves) whose insides hold no residual, norm or stack: export's
+# graph shows their ops, fx's one call; the trace engine reads both alike (op_tables.MODULE_OPS).
+# Other torch.nn modules (activations, containers) are traced through, into the functions below.
+LEAF_LAYERS = (torch_api.LINEAR_MODULES | torch_api.DROPOUT_MODULES | torch_api.PASSTHROUGH_MODULES
+               | set(torch_api.NORM_MODULES) | torch_api.CONV_MODULES | {"Embedding", "MultiheadAttention"})
+# Python operators and torch functions/methods that export records as the one aten op of that name.
+OPERATORS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem,
+             operator.matmul}
+METADATA = {"device", "dtype", "shape", "ndim"}
+SAME_OPS = {
+    "add", "sub", "mul", "div", "neg", "matmul", "bmm", "linear", "embedding", "dropout",
+    "layer_norm", "rms_norm", "gelu", "relu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "glu",
+    "scaled_dot_product_attention", "transpose", "permute", "view", "reshape", "contiguous", "size",
+    "arange", "unsqueeze", "squeeze", "flatten", "cat", "expand", "masked_fill", "pow", "mean", "rsqrt",
+    "sqrt", "to", "float", "type_as",
+}
+
+
+def fast_capture(model: Any, inputs: Any, name: str, line: int):
+    """A Capture (method "fx") where fx's graph reads as export's would, else None (nothing recorded)."""
+    from reslint.trace.capture import Capture, TraceTimeout, positional, quiet
+
+    try:
+        with quiet():
+            module = traced(model)
+            if module is None:
+                return None
+            propagate(module, positional(model, inputs))
+    except (TraceTimeout, KeyboardInterrupt):
+        raise
+    except BaseException:  # noqa: BLE001 - user code and tracer internals: export decides
+        return None
+    return Capture(module, "fx", model, name, line, [], None, inputs.description)
+
+
+def stack_tracer():
+    import torch.fx
+
+    class StackTracer(torch.fx.Tracer):
+        def is_leaf_module(self, module: Any, qualified_name: str) -> bool:
+            return type(module).__name__ in LEAF_LAYERS and type(module).__module__.startswith("torch.nn")
+
+        def create_node(self, *args: Any, **kwargs: Any) -> Any:
+            node = super().create_node(*args, **kwargs)
+            if not node.stack_trace:
+                node.stack_trace = user_stack() or None
+            return node
+
+    return StackTracer()
+
+
+def traced(model: Any):
+    """fx's GraphModule of the model, or None when a node is outside the shared vocabulary."""
+    import torch.fx
+
+    tracer = stack_tracer()
+    graph = tracer.trace(model)
+    module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    modules = dict(module.named_modules())
+    return module if all(same_meaning(node, modules) for node in graph.nodes) else None
+
+
+def user_stack() -> str:
+    """The `forward` frames of the caller's stack outside torch, as export's stack traces keep them
+    (fx's own `record_stack_traces` keeps every frame after the first forward, and imports
+    torch._inductor and sympy on first use: 1.5 CPU-s)."""
+    import traceback
+
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    kept = [frame for frame in traceback.extract_stack()
+            if frame.name == "forward" and not frame.filename.startswith(torch_dir)]
+    return "".join(traceback.StackSummary.from_list(kept).format()).strip()
+
+
+def same_meaning(node: Any, modules: dict) -> bool:
+    if node.op == "call_module":
+        layer = modules.get(node.target)
+        return type(layer).__name__ in LEAF_LAYERS and type(layer).__module__.startswith("torch.nn")
+    if node.op == "call_function":
+        if node.target is getattr:  # `x.device`, `x.shape`: metadata, no node in export's graph
+            return len(node.args) == 2 and node.args[1] in METADATA
+        return node.target in OPERATORS or getattr(node.target, "__name__", None) in SAME_OPS
+    if node.op == "call_method":
+        return node.target in SAME_OPS
+    return True  # placeholder, get_attr, output
+
+
+def propagate(module: Any, arguments: list) -> None:
+    """Each node's value on meta tensors into `meta["val"]`, where export leaves it (torch's ShapeProp
+    imports sympy and dynamo for symbolic shapes this never has)."""
+    import torch.fx
+
+    class ValueProp(torch.fx.Interpreter):
+        def run_node(self, node: Any) -> Any:
+            result = super().run_node(node)
+            node.meta["val"] = result
+            return result
+
+    ValueProp(module).run(*arguments)
