@@ -353,9 +353,10 @@ def file_fixes(source: SourceFile, data: bytes, text: str, result, findings: lis
 
     if not any(finding.code in FIXERS for finding in findings):
         return None
-    from reslint.fixes.apply import prepare_fixes
+    from reslint.fixes.apply import prepare_fixes, remember_analysis
 
     try:
+        remember_analysis(source.display, data, settings, result)
         return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
     except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
         return None

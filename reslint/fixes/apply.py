@@ -310,6 +310,24 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
     return reported(display, result.findings, text, settings)
 
 
+def fix_check_cache(display: str, data: bytes, settings: Settings, engine: Settings):
+    """The result cache's section for the fix checks and the slot of `data` as the file `display`."""
+    from reslint.cache import FileCache, digest_of
+
+    cache = FileCache(settings.root, dataclasses.replace(engine, cache=True), section="fixes")
+    return cache, f"{display}\0fix-check\0{digest_of(data)}"
+
+
+def remember_analysis(display: str, data: bytes, settings: Settings, result) -> None:
+    """Store a static worker's own analysis of the file as `recheck` would: a warm run whose file result
+    comes from the cache then offers the same fixes without analysing the file again."""
+    if not settings.cache or not result.cacheable:
+        return
+    static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
+    cache, slot = fix_check_cache(display, data, settings, static)
+    cache.store(slot, data, os.path.abspath(display), result)
+
+
 def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings, source_path: str | None = None):
     """The engines' result (`engine`'s settings) for `data` as the file `display`, from the result cache
     when the check uses it: every run offers the same fixes, and a warm run must not analyse or trace
@@ -319,10 +337,7 @@ def cached_analysis(display: str, data: bytes, settings: Settings, engine: Setti
 
     if not settings.cache:
         return analyze_file(display, data, engine, source_path=source_path)
-    from reslint.cache import FileCache, digest_of
-
-    cache = FileCache(settings.root, dataclasses.replace(engine, cache=True), section="fixes")
-    slot = f"{display}\0fix-check\0{digest_of(data)}"
+    cache, slot = fix_check_cache(display, data, settings, engine)
     real_path = os.path.abspath(display)
     result = cache.load(slot, data, real_path)
     if result is None:
