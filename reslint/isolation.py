@@ -220,6 +220,7 @@ def _worker(function: Callable[..., Any], args: tuple, writer: int) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _stage_writer = writer
+        single_threaded_torch()
         value = function(*args)
         try:
             _send(writer, {"kind": "result", "value": value})
@@ -235,6 +236,16 @@ def _worker(function: Callable[..., Any], args: tuple, writer: int) -> None:
             status = 70
     finally:
         os._exit(status)
+
+
+def single_threaded_torch() -> None:
+    """One intra-op thread in a forked worker: GNU OpenMP is not fork-safe, so once the parent has run a
+    CPU op on its thread team (a warm-up, a probe, a test before), the child's first parallel CPU op (a
+    LayerNorm on a CPU copy of the model) waits forever at the team barrier. With one thread torch
+    never enters an OpenMP region (as DataLoader workers do)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _send(writer: int, message: dict) -> None:

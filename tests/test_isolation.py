@@ -153,3 +153,23 @@ def test_the_hostile_fixtures_in_full_mode_within_a_minute():
     quiet = run_reslint("check", "--no-cache", "--timeout", "10", "--ignore", "RL9", "--fail-on", "error",
                         "fixtures/hostile", cwd=ROOT)
     assert quiet.returncode == 0, quiet.stdout
+
+
+def _cpu_layer_norm() -> float:
+    import torch
+
+    return float(torch.nn.functional.layer_norm(torch.ones(64, 4096), (4096,)).sum())
+
+
+def test_a_worker_runs_cpu_ops_after_the_parent_used_its_openmp_threads():
+    # GNU OpenMP is not fork-safe: a parent that ran a parallel CPU op hands a forked child a thread
+    # team that never answers, and the child's first parallel op hangs (found as a hung suite).
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _cpu_layer_norm()
+        assert run_isolated(_cpu_layer_norm, timeout=60) == 0.0
+    finally:
+        torch.set_num_threads(threads)
