@@ -450,6 +450,36 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
     ] + traced.summaries
 
 
+def preload_torch() -> None:
+    """torch imports most of what tracing needs on first use (meta kernels, export: seconds); do that
+    use once here, on meta tensors only, so no compute thread pool exists when the workers fork."""
+    import contextlib
+    import io
+    import sys
+    import warnings
+
+    if "torch" not in sys.modules:  # the full check imported it already; without it there is no tracing
+        return
+    try:
+        import torch
+        import torch.export
+
+        class Warmup(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(2, 2)
+
+            def forward(self, x):
+                return self.linear(x) + x
+
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.redirect_stdout(io.StringIO()), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            torch.export.export(Warmup(), (torch.empty(1, 2),), strict=False)
+    except Exception:  # noqa: BLE001 - only a head start: the workers do without it
+        pass
+
+
 _warmed: set[str] = set()
 
 
@@ -459,8 +489,6 @@ def warm_for_tracing(export: bool) -> None:
     use; and `export`: torch.export's own warm-up, seconds per process, done here once an earlier child
     needed export (a single file's child pays it alone, as it would here)."""
     import importlib
-
-    from reslint.runner import preload_torch
 
     for step in ("dynamo", "export")[:2 if export else 1]:
         if step in _warmed:

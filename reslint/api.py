@@ -160,7 +160,10 @@ def check(
             else:
                 discovery = find_sources(path_list, settings.root, settings.exclude, cwd=directory)
                 add_model_files(discovery, model_list or (), settings, directory)
-            report = check_sources(discovery.sources, settings, progress=progress, fixes=fixes and source is None)
+            worker_fixes = None
+            if fixes and source is None and settings.static:
+                from reslint.fixes.apply import worker_fixes  # the workers check a file's fixes beside its analysis
+            report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
             if source is not None:
                 report.texts[source.display] = stdin
             if fixes and source is None and report.findings:  # text read from stdin is never fixed

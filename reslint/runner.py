@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from reslint.analysis import analyse_source
+from reslint.analysis import analyse_source, preload_torch
 from reslint.discovery import SourceFile, matches_glob, root_relative
 from reslint.filtering import decoded, file_text, is_reported, reported, unique
 from reslint.findings import Finding, ModelSummary, StackSummary, TraceOutcome
@@ -44,10 +44,11 @@ class FileOutcome:
 
 
 def check_sources(sources: list[SourceFile], settings: Settings, progress: Progress | None = None,
-                  fixes: bool = False) -> Report:
+                  fixes: Callable | None = None) -> Report:
     """Check the files; `progress(done, total, phase)` hears of each file done (see api.check). `fixes`: a
-    static check's workers also check the fixes of each file they analyse (`Report.prepared_fixes`)."""
-    check = functools.partial(check_source, fixes=True) if fixes and settings.static else check_source
+    static check's workers also check the fixes of each file they analyse with it (fixes.apply.worker_fixes,
+    passed in: the fixes come after the check; `Report.prepared_fixes`)."""
+    check = functools.partial(check_source, fixes=fixes) if fixes is not None and settings.static else check_source
     new_project_run()
     tell = progress or (lambda done, total, phase: None)
     total = len(sources)
@@ -265,8 +266,6 @@ def preload_engine(settings: Settings) -> None:
         import libcst  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
-        if settings.static:
-            import reslint.fixes.apply  # noqa: F401 - the workers check a file's fixes beside its analysis
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
         pass
     if not settings.static:
@@ -274,36 +273,6 @@ def preload_engine(settings: Settings) -> None:
     import gc
 
     gc.freeze()  # what is loaded now lives as long as the workers: their collector need not walk it
-
-
-def preload_torch() -> None:
-    """torch imports most of what tracing needs on first use (meta kernels, export: seconds); do that
-    use once here, on meta tensors only, so no compute thread pool exists when the workers fork."""
-    import contextlib
-    import io
-    import sys
-    import warnings
-
-    if "torch" not in sys.modules:  # the full check imported it already; without it there is no tracing
-        return
-    try:
-        import torch
-        import torch.export
-
-        class Warmup(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.linear = torch.nn.Linear(2, 2)
-
-            def forward(self, x):
-                return self.linear(x) + x
-
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
-                contextlib.redirect_stdout(io.StringIO()), torch.device("meta"):
-            warnings.simplefilter("ignore")
-            torch.export.export(Warmup(), (torch.empty(1, 2),), strict=False)
-    except Exception:  # noqa: BLE001 - only a head start: the workers do without it
-        pass
 
 
 def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
@@ -323,7 +292,7 @@ def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
 
 
 def check_source(source: SourceFile, settings: Settings, cached_only: bool = False,
-                 fixes: bool = False) -> FileOutcome | None:
+                 fixes: Callable | None = None) -> FileOutcome | None:
     """Everything for one file; runs in a worker process, so it never raises.
 
     With `cached_only`, None unless the cache holds the file's result; with `fixes`, the file's fixes
@@ -336,8 +305,8 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text, settings)
         outcome = FileOutcome(findings=findings, models=list(result.models), links=result.links,
                               skipped=result.skipped, display=source.display, traces=list(result.traces))
-        if fixes and result.module is not None:
-            outcome.fixes = file_fixes(source, data, text, result, findings, settings)
+        if fixes is not None and result.module is not None:
+            outcome.fixes = fixes(source, data, text, result, findings, settings)
         return outcome
     except Exception as error:  # noqa: BLE001 - one broken file must not end the run
         return FileOutcome(error=InternalError(
@@ -345,21 +314,6 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
             error=f"{type(error).__name__}: {error}",
             traceback=traceback.format_exc(),
         ), display=source.display)
-
-
-def file_fixes(source: SourceFile, data: bytes, text: str, result, findings: list[Finding], settings: Settings):
-    """prepare_fixes for the file, or None (the parent then checks its fixes as before)."""
-    from reslint.fixes import FIXERS
-
-    if not any(finding.code in FIXERS for finding in findings):
-        return None
-    from reslint.fixes.apply import prepare_fixes, remember_analysis
-
-    try:
-        remember_analysis(source.display, data, settings, result)
-        return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
-    except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
-        return None
 
 
 def new_project_run() -> None:

@@ -160,7 +160,7 @@ def test_trace_engine_leaves_a_consumed_tower_to_its_consumer():
                    models=f"{FIXTURES}/projector.py:VisionTower(TowerConfig())", inputs="float[2,16,48]")
     assert report.findings == []
     tower = [model for model in report.models if model.name == "VisionTower"]
-    assert [model.engine for model in tower] == ["traced (export)"]
+    assert [model.engine for model in tower] == ["traced (fx)"]  # fast_capture: export's facts
     assert [stack.final_norm for stack in tower[0].stacks] == [None]
 
 
@@ -184,7 +184,7 @@ def test_a_sub_block_of_another_files_blocks_is_not_where_the_stream_ends(static
     assert verdicts[("stream_end_subblock/swin.py", "SwinLayer")] is None
     assert verdicts[("stream_end_subblock/swin.py", "SwinStage")] is False
     if not static:
-        assert {model.engine for model in report.models} == {"traced (export)"}
+        assert {model.engine for model in report.models} == {"traced (fx)"}  # fast_capture
 
 
 def test_a_stack_added_back_into_its_input_follows_the_outer_stream_to_its_norm(static_report, traced_report):

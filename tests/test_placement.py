@@ -41,7 +41,7 @@ def test_full_check_traces_every_model(cases):
     if engine == "full":
         assert {model.name: model.engine for model in result.models} == dict.fromkeys(
             ["SkipDropout", "NoisyInput", "ParallelStack", "PostSkipFirst", "PostBranchFirst", "FlagStack"],
-            "traced (export)")
+            "traced (fx)")  # fast_capture: export's facts (tests/test_fast_capture.py)
 
 
 def test_dropout_on_the_skip_is_the_adding_blocks_own(cases):

@@ -192,7 +192,7 @@ def test_the_full_check_imports_a_subfolder_model_that_imports_a_package_at_the_
                             env={**os.environ, "NO_COLOR": "1"})
     report = json.loads(result.stdout)
     assert [(f["code"], f["line"], f["engine"]) for f in report["findings"]] == [("RL101", 13, "trace")]
-    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Block", "traced (export)")]
+    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Block", "traced (fx)")]
 
 
 SHADOWED_PACKAGE = {
@@ -218,7 +218,7 @@ def test_a_module_named_as_its_package_does_not_shadow_the_package(tmp_path):
                             env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(site)})
     report = json.loads(result.stdout)
     assert report["summary"]["files_not_imported"] == 0, report["findings"]
-    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Net", "traced (export)")]
+    assert [(model["name"], model["engine"]) for model in report["models"]] == [("Net", "traced (fx)")]
 
 
 # ----- facts across files, in both engines (fixtures/project/) ---------------------------------------
@@ -308,14 +308,14 @@ TRACED_FINDINGS += [(f"kwargs_defaults_{variant}/model.py", 9, "RL902",
                      "static findings are still reported")
                     for variant in ("post", "pre", "raises", "warmup")]
 # rl101_built_pre: the decoder's stack runs its layers Post-LN (as they are built there); the encoder layer is built
-# Pre-LN, as encoder.py builds it. The Conformer block takes its modules built: inferred ones do not run (info).
+# Pre-LN, as encoder.py builds it.
 TRACED_FINDINGS += [
     ("rl101_built_pre/decoder.py", 18, "RL101", f"`DecoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     # The trace engine counts espnet's hand-written softmax(q @ k) as attention: the encoder's BatchNorm1d too.
     ("rl201_conformer_encoder/encoder.py", 26, "RL201", sequence_batchnorm("ConvolutionModule", HAND_WRITTEN_ATTENTION)),
-    ("rl201_chosen_score/conformer.py", 17, "RL903",
-     "the forward of Conformer raised TypeError: 'types.SimpleNamespace' object is not callable; reslint inferred the "
-     "inputs float[2,16,16] (inferred from LayerNorm (norm_att)); pass --inputs; static findings are still reported"),
+    # The Conformer block is built with the modules building.py's site passes (real project classes, not
+    # stand-ins): its traced BatchNorm1d is at the place the block takes its convolution module.
+    ("rl201_chosen_score/conformer.py", 10, "RL201", sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION)),
 ]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
 # helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, stats_function)

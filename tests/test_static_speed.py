@@ -95,7 +95,7 @@ def test_fixes_checked_beside_the_analysis_are_the_fixes_checked_afterwards(monk
     assert sum(fix is not None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
     assert sum(fix is None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
     # The plain way: every fix checked after the run, the file parsed and re-checked again.
-    monkeypatch.setattr(runner, "file_fixes", lambda *args: None)
+    monkeypatch.setattr(apply, "worker_fixes", lambda *args: None)
     afterwards = checked(paths)
     assert beside == afterwards
     assert sum(finding["fix"] is not None for finding in afterwards) >= 10

@@ -86,7 +86,7 @@ def test_model_factory_inputs_and_timeout(tmp_path):
     write(tmp_path, {"net.py": FACTORY})
     document = check("--model", "net.py:Net(16, depth=3)", "--inputs", "float[2,5,16]", cwd=tmp_path)
     models = {model["name"]: model for model in document["models"]}
-    assert models["Net"]["engine"] == "traced (export)"
+    assert models["Net"]["engine"] == "traced (fx)"  # fast_capture: export's facts
     assert "inputs: float[2,5,16]" in models["Net"]["notes"]
     # --timeout is one budget per file: a model that takes it all is reported where it was built
     document = check("--model", "net.py:Slow()", "--timeout", "4", cwd=tmp_path)
@@ -145,7 +145,7 @@ def test_both_engines_name_the_class_line_and_word_rl201_alike(tmp_path):
     static = json.loads(run_module("check", "--static", "--no-cache", "--output-format", "json", cwd=tmp_path).stdout)
     traced = check(cwd=tmp_path)
     assert [(m["name"], m["line"]) for m in static["models"]] == [("Tagger", 9)]
-    assert [(m["name"], m["line"], m["engine"]) for m in traced["models"]] == [("Tagger", 9, "traced (export)")]
+    assert [(m["name"], m["line"], m["engine"]) for m in traced["models"]] == [("Tagger", 9, "traced (fx)")]
     [static_rl201] = [f for f in static["findings"] if f["code"] == "RL201"]
     [traced_rl201] = [f for f in traced["findings"] if f["code"] == "RL201"]
     assert traced_rl201["engine"] == "trace"

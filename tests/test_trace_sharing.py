@@ -183,5 +183,5 @@ def test_type_as_on_the_stream_does_not_bypass_the_final_norm(tmp_path):
     settings = dataclasses.replace(Settings(), timeout=600)
     result = check_captures(engine.trace_file(str(path), None, settings), str(path), settings)
     assert [(summary.name, summary.stacks[0].final_norm, summary.engine) for summary in result.summaries] == [
-        ("Net", True, "traced (export)")]
+        ("Net", True, "traced (fx)")]
     assert [finding.code for finding in result.findings if finding.code == "RL103"] == []

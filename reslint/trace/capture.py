@@ -2,7 +2,7 @@
 
 Order (measured on torch 2.13 / transformers 5.24):
 
-0. `fast_capture`: torch.fx symbolic tracing on meta, kept only where its graph reads as export's would.
+0. (before this module, `fast_capture.capture_fast_first`: torch.fx symbolic tracing on meta, kept only where its graph reads as export's would)
 1. `torch.export.export(model, args, kwargs, strict=False)` - never decomposed, so
    `aten.layer_norm`/`rms_norm`/`linear` stay visible, with `stack_trace` and `nn_module_stack`.
 1b. When the meta device itself cannot run the forward (autocast on `meta`): export again on the
@@ -201,15 +201,9 @@ def capture_model(
     path: str,
     cpu_variant: Callable[[], tuple[Any, Inputs]] | None = None,
 ) -> tuple[Capture | None, list[Failure]]:
-    """Try the fast path (fast_capture), export, draft_export (data-dependent control flow only), then fx.
-    Never raises but TraceTimeout."""
-    from reslint.trace import fast_capture
-
+    """Try export, draft_export (data-dependent control flow only), then fx (the fast path before these is
+    fast_capture.capture_fast_first). Never raises but TraceTimeout."""
     failures: list[Failure] = []
-    if fast_capture.ENABLED:
-        fast = fast_capture.fast_capture(model, inputs, name, line)
-        if fast is not None:
-            return fast, failures
 
     def attempt(method: str, run: Callable[[], Capture]) -> Capture | None:
         try:

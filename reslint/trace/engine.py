@@ -343,7 +343,8 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
     check); `inputs_hint` is how the messages tell the user to pass inputs; `inferred`: reslint
     guessed the inputs, so a failure is its own limit, never the model's bug.
     """
-    from reslint.trace.capture import capture_model, failure_location
+    from reslint.trace.capture import failure_location
+    from reslint.trace.fast_capture import capture_fast_first
     from reslint.trace.inputs import InputError
 
     used = "; static facts were used" if static_fallback else ""
@@ -362,7 +363,7 @@ def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: 
             inputs, capture, failures = candidates[0], None, []
             for index, candidate in enumerate(candidates):
                 variant = (lambda index=index: cpu_variant(index)) if cpu_variant is not None else None
-                found, tried = capture_model(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
+                found, tried = capture_fast_first(model, candidate, name=name, line=line, path=real, cpu_variant=variant)
                 failures = failures or tried
                 if found is not None and (capture is None or capture.shape_error is not None):
                     capture = found

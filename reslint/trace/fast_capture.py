@@ -36,6 +36,17 @@ SAME_OPS = {
 }
 
 
+def capture_fast_first(model: Any, inputs: Any, *, name: str, line: int, path: str, cpu_variant=None):
+    """capture.capture_model with this fast path first: (capture, failures)."""
+    from reslint.trace.capture import capture_model
+
+    if ENABLED:
+        fast = fast_capture(model, inputs, name, line)
+        if fast is not None:
+            return fast, []
+    return capture_model(model, inputs, name=name, line=line, path=path, cpu_variant=cpu_variant)
+
+
 def fast_capture(model: Any, inputs: Any, name: str, line: int):
     """A Capture (method "fx") where fx's graph reads as export's would, else None (nothing recorded)."""
     from reslint.trace.capture import Capture, TraceTimeout, positional, quiet
