@@ -162,7 +162,7 @@ def check(
                 add_model_files(discovery, model_list or (), settings, directory)
             worker_fixes = None
             if fixes and source is None and settings.static:
-                from reslint.fixes.apply import worker_fixes  # the workers check a file's fixes beside its analysis
+                from reslint.fixes.worker import worker_fixes  # the workers check a file's fixes beside its analysis
             report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
             if source is not None:
                 report.texts[source.display] = stdin

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import reslint.fixes.worker as worker
 import reslint.static.dataflow as dataflow
 import reslint.static.engine as engine
 import reslint.static.index as index
@@ -95,7 +96,7 @@ def test_fixes_checked_beside_the_analysis_are_the_fixes_checked_afterwards(monk
     assert sum(fix is not None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
     assert sum(fix is None for ready in prepared if ready for fix in ready.fixes.values()) >= 10
     # The plain way: every fix checked after the run, the file parsed and re-checked again.
-    monkeypatch.setattr(apply, "worker_fixes", lambda *args: None)
+    monkeypatch.setattr(worker, "worker_fixes", lambda *args: None)
     afterwards = checked(paths)
     assert beside == afterwards
     assert sum(finding["fix"] is not None for finding in afterwards) >= 10

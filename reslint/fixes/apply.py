@@ -440,16 +440,3 @@ def write(fixed_files: list[FileFix]) -> None:
                     stream.write(fixed_file.after)
             except OSError as error:
                 raise ReslintError(f"cannot write the fixes to {fixed_file.display}: {error.strerror or error}") from None
-
-
-def worker_fixes(source: SourceFile, data: bytes, text: str, result, findings: list[Finding], settings: Settings):
-    """prepare_fixes for a file a static worker analysed, or None (the parent then checks its fixes as before)."""
-    from reslint.fixes import FIXERS
-
-    if not any(finding.code in FIXERS for finding in findings):
-        return None
-    try:
-        remember_analysis(source.display, data, settings, result)
-        return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
-    except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
-        return None
