@@ -19,7 +19,9 @@ same way (a subclass with a `forward` where the annotation is an abstract base),
 When the build raises, the statement that raised says what to change (`assert exists(depth)`,
 `assert lora_rank < dim`, `encoder.output_size` on None, `window_size[0]` on an int): the constructor's
 parameters it names are filled (an optional one left None), widened or made pairs, and the build is
-retried, RETRIES times at most. The first error is the one reported when every try fails.
+retried, RETRIES times at most. A constructor that takes `**kwargs` gets the keyword a KeyError names, or
+the optional parameter an inner constructor's failing statement reads, spelled with the prefixes it splits
+its kwargs by (`enc_num_tokens`, `dec_depth`). The first error is the one reported when every try fails.
 """
 
 from __future__ import annotations
