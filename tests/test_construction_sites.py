@@ -139,6 +139,18 @@ model = build_model(settings)
     assert found == [("factory.py", 5, "Net(20)", "")]
 
 
+def test_a_factory_called_by_many_factories_is_followed_within_a_budget(tmp_path):
+    # every level calls the one below three times: 3**10 caller paths to read `width` through (torchtune's
+    # component builders, each called by many model builders); reading stops after MAX_STEPS values
+    levels = ["from model import Net\n\n\ndef level0(width):\n    return Net(width)\n"]
+    for level in range(1, 11):
+        calls = "".join(f"    part{index} = level{level - 1}(width)\n" for index in range(3))
+        levels.append(f"\n\ndef level{level}(width):\n{calls}    return part0\n")
+    [(name, line, expr, reason)] = sites(tmp_path, {"builders.py": "".join(levels)})
+    assert (name, line, expr) == ("builders.py", 5, "")
+    assert reason.endswith("is built through too many steps to follow")
+
+
 def test_parts_built_inside_models_are_not_sites(tmp_path):
     assert sites(tmp_path, {}, name="Block") == []
 

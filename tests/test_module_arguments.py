@@ -141,3 +141,18 @@ def test_inferred_arguments_are_retried_with_what_the_failing_statement_names():
     assert ("the first guess, hidden_size=32, raised AttributeError: 'NoneType' object has no attribute "
             "'output_size'") in models["Decoder"]["notes"]
     assert [(f["code"], f["line"], f["engine"]) for f in document["findings"]] == [("RL101", 79, "trace")]
+
+
+def test_inferred_keywords_of_a_constructor_that_splits_its_kwargs_by_prefix():
+    pytest.importorskip("torch")
+    document = check("fixtures/trace/prefixed_kwargs.py")
+    # Block and Tower are traced as parts of EncoderDecoder; before the retry it was not built (KeyError)
+    assert [(t["name"], t["traced"]) for t in document["traces"]] == [("EncoderDecoder", True)]
+    [model] = document["models"]
+    assert model["built_from"] == ("inferred arguments (dim=32, enc_num_tokens=256, dec_num_tokens=256, "
+                                   "enc_depth=2, dec_depth=2)")
+    assert "the first guess, dim=32, raised KeyError: 'num_tokens'" in model["notes"]
+    assert "its stacks' depth is unknown (inferred: enc_depth, dec_depth)" in model["notes"]
+    assert [(s["attribute"], s["depth"], s["placement"], s["final_norm"]) for s in model["stacks"]] == [
+        ("self.layers", None, "pre", True)]
+    assert document["findings"] == []

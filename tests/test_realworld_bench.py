@@ -261,3 +261,19 @@ def test_must_stay_silent_rows_are_counted_held_or_broken_per_mode():
     assert (result.silent["full"], result.silent_broken["full"]) == (1, 0)
     assert "Correct patterns that must stay silent, held: static 0/1 (0 %); full 1/1 (100 %)." in realworld.rule_lines(
         result, ["static", "full"])
+
+
+def test_models_whose_files_import_are_counted_apart_and_a_file_stopped_before_any_summary_counts_once():
+    raised = "not imported: importing the file failed: RuntimeError: operator torchvision::nms does not exist"
+    files = {
+        "pkg/a.py": {"traces": [{"name": "A", "traced": True, "reason": None}], "models": [{"name": "A"}]},
+        "pkg/b.py": {"traces": [{"name": "", "traced": False, "reason": raised}], "models": [{"name": "B"}, {"name": "C"}],
+                     "findings": [{"code": "RL902", "message": raised.removeprefix("not imported: ")}]},
+        "pkg/c.py": {"traces": [{"name": "", "traced": False, "reason": "importing the file: timed out after 120 s"}],
+                     "models": [], "findings": [{"code": "RL902", "message": "importing the file: timed out after 120 s"}]},
+    }
+    run = realworld.PackageRun(realworld.Package("pkg", "1", "pkg", ("pkg",)), "ok", {"full": {"files": files}})
+    lines, _ = realworld.coverage_lines([run])
+    assert "| pkg | ok | 1/3 | 4 | 1 | 1/4 (25 %) |" in lines
+    assert "| **all packages** | | | **4** | **1** | **1/4 (25 %)** |" in lines
+    assert "| **models whose files import** | | | **2** | **1** | **1/2 (50 %)** |" in lines

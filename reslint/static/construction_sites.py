@@ -35,6 +35,9 @@ IMPORT = "_reslint_import"  # importlib.import_module there: a module class of a
 MAX_FILES = 2000  # project files read for construction sites
 MAX_FILE_BYTES = 2_000_000
 MAX_DEPTH = 60  # nested evaluations (names, factories' callers)
+# Values read for one site, all paths together: a builder called by many builders, each read through its own
+# callers, branches out (torchtune's component builders); past this the site's arguments are not followed.
+MAX_STEPS = 20_000
 DICT_LOADERS = ("yaml.safe_load", "yaml.load", "yaml.full_load", "json.load")
 ATTRIBUTE_LOADERS = ("OmegaConf.load",)
 PURE_BUILTINS = {"int": int, "float": float, "str": str, "bool": bool, "len": len, "min": min, "max": max,
@@ -49,6 +52,10 @@ SHRUNK_DEPTH = 2
 
 class Unevaluable(Exception):
     """An argument whose value only running the project's code would give."""
+
+
+class OutOfSteps(Unevaluable):
+    """The site's MAX_STEPS are spent: no other caller of a factory is tried."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,7 @@ class Finder:
         self.readers: dict[str, FileReader | None] = {}
         self.files: list[str] | None = None
         self.texts: dict[str, str] = {}
+        self.calls: dict[tuple[str, str], list] = {}  # (name, defining file) -> its (reader, call) pairs
 
     def mentioning(self, name: str, defining: str) -> list[str]:
         """The files that may call `name` of the file `defining`: the text calls it and, outside that file,
@@ -162,9 +170,14 @@ class Finder:
             self.readers[path] = FileReader(path, tree, self) if tree is not None else None
         return self.readers[path]
 
-    def calls_to(self, name: str, defining: str):
+    def calls_to(self, name: str, defining: str) -> list:
         """(reader, call) for every call of `name` (defined in `defining`), the defining file's first."""
         defining = os.path.abspath(defining)
+        if (name, defining) not in self.calls:
+            self.calls[name, defining] = list(self._calls_to(name, defining))
+        return self.calls[name, defining]
+
+    def _calls_to(self, name: str, defining: str):
         paths = [defining] if self.local_only else self.mentioning(name, defining)
         paths.sort(key=lambda path: (path != defining, path))
         for path in paths:
@@ -198,6 +211,7 @@ class FileReader:
         self.classes: dict[str, ast.ClassDef] = {}
         self.arguments: dict[str, ast.Call] = {}  # argparse dest -> its add_argument call
         self.bound: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
+        self.module_files: dict[tuple[str, int], str | None] = {}
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[statement.name] = statement
@@ -223,8 +237,10 @@ class FileReader:
     # ----- names -------------------------------------------------------------------------------
 
     def module_file(self, module: str, level: int) -> str | None:
-        found = self.finder.index.module_file(self.path, module, level)
-        return os.path.abspath(found) if found is not None else None
+        if (module, level) not in self.module_files:
+            found = self.finder.index.module_file(self.path, module, level)
+            self.module_files[module, level] = os.path.abspath(found) if found is not None else None
+        return self.module_files[module, level]
 
     def names_for(self, name: str, defining: str) -> tuple[set[str], set[str]]:
         """Local names bound to `name` of the file `defining`, and local names of that module."""
@@ -404,10 +420,12 @@ def argparse_dest(call: ast.Call) -> str:
 class Evaluator:
     """The value of an expression of one file, from what the source spells (never running it)."""
 
-    def __init__(self, reader: FileReader, depth: int = 0, reads: set[str] | None = None, shallow: bool = True):
+    def __init__(self, reader: FileReader, depth: int = 0, reads: set[str] | None = None, shallow: bool = True,
+                 steps: list[int] | None = None):
         self.reader = reader
         self.shallow = shallow  # a list of layers filled by a loop keeps SHRUNK_DEPTH of them
         self.depth = depth
+        self.steps = steps if steps is not None else [0]  # values read so far, shared by the site's evaluators
         self.reads = reads if reads is not None else set()
         self.reads.add(reader.path)
         self.stacks: list[tuple[str, int]] = []  # (the list's name, its length) of layer lists built shallower
@@ -415,7 +433,7 @@ class Evaluator:
     def other(self, reader: FileReader) -> Evaluator:
         if self.depth > MAX_DEPTH:
             raise Unevaluable("it is built through too many steps to follow")
-        evaluator = Evaluator(reader, self.depth + 1, self.reads, self.shallow)
+        evaluator = Evaluator(reader, self.depth + 1, self.reads, self.shallow, self.steps)
         evaluator.stacks = self.stacks
         return evaluator
 
@@ -453,6 +471,9 @@ class Evaluator:
         return args, keywords
 
     def value(self, node: ast.AST, scope: ast.AST):
+        self.steps[0] += 1
+        if self.steps[0] > MAX_STEPS:
+            raise OutOfSteps(f"`{ast.unparse(node)}` is built through too many steps to follow")
         if self.depth > MAX_DEPTH:
             raise Unevaluable(f"`{ast.unparse(node)}` is built through too many steps to follow")
         self.depth += 1
@@ -645,6 +666,8 @@ class Evaluator:
                 continue
             try:
                 return self.other(reader).value(argument, reader.scope_of(call))
+            except OutOfSteps:
+                raise
             except Unevaluable:
                 continue
         default = parameter_default(function, parameter)
@@ -745,7 +768,7 @@ class Evaluator:
         return self.other(reader).with_bound(function, bound).value(returns[0], function)
 
     def with_bound(self, function: ast.AST, bound: dict) -> Evaluator:
-        evaluator = BoundEvaluator(self.reader, self.depth, self.reads, self.shallow)
+        evaluator = BoundEvaluator(self.reader, self.depth, self.reads, self.shallow, self.steps)
         evaluator.stacks = self.stacks
         evaluator.bound_values = {function: bound}
         return evaluator

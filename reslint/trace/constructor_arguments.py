@@ -19,7 +19,9 @@ same way (a subclass with a `forward` where the annotation is an abstract base),
 When the build raises, the statement that raised says what to change (`assert exists(depth)`,
 `assert lora_rank < dim`, `encoder.output_size` on None, `window_size[0]` on an int): the constructor's
 parameters it names are filled (an optional one left None), widened or made pairs, and the build is
-retried, RETRIES times at most. The first error is the one reported when every try fails.
+retried, RETRIES times at most. A constructor that takes `**kwargs` gets the keyword a KeyError names, or
+the optional parameter an inner constructor's failing statement reads, spelled with the prefixes it splits
+its kwargs by (`enc_num_tokens`, `dec_depth`). The first error is the one reported when every try fails.
 """
 
 from __future__ import annotations
@@ -333,6 +335,9 @@ def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str
                 changed[name] = value
     if changed != arguments:
         return changed, depth
+    keywords = keyword_arguments(cls, arguments, depth, error)
+    if keywords is not None:
+        return keywords
     for name in named:  # else a guessed value of the wrong kind or too small
         value = arguments.get(name)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -344,6 +349,49 @@ def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str
     return (changed, depth) if changed != arguments else None
 
 
+def keyword_arguments(cls: type, arguments: dict, depth: list[str],
+                      error: Exception) -> tuple[dict, list[str]] | None:
+    """For a constructor that takes `**kwargs`: the keyword a KeyError names (`kwargs.pop('num_tokens')`), or an
+    optional parameter left None that the failing statement of a constructor it calls reads (`assert
+    exists(depth)` in `Encoder(dim=dim, **enc_kwargs)`), given its conventional value; spelled with each
+    prefix the constructor splits its kwargs by (`'enc_'`, `'dec_'`: x-transformers' XTransformer), else as is."""
+    init = next((owner.__dict__["__init__"] for owner in cls.__mro__ if "__init__" in owner.__dict__), None)
+    code = getattr(init, "__code__", None)
+    if code is None or not code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    prefixes = [item for item in code.co_consts if isinstance(item, str) and re.fullmatch(r"[a-z][a-z0-9]*_", item)]
+    changed, depth = dict(arguments), list(depth)
+    for name in missing_keywords(cls, error):
+        value = convention(name, image_model=False)
+        if value is NOT_INFERRED:
+            continue
+        for keyword in [prefix + name for prefix in prefixes] or [name]:
+            if keyword not in changed:
+                changed[keyword] = value
+                if re.fullmatch(DEPTH, name.lower()):
+                    depth.append(keyword)
+    return (changed, depth) if changed != arguments else None
+
+
+def missing_keywords(cls: type, error: BaseException) -> list[str]:
+    """The key of a KeyError; else the parameters left None that the failing statement of the innermost
+    constructor below `cls`'s reads."""
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        return [error.args[0]]
+    inits = init_codes(cls)
+    tb, inner, below = error.__traceback__, None, False
+    while tb is not None:
+        below = below or tb.tb_frame.f_code in inits
+        if below and tb.tb_frame.f_code.co_name == "__init__" and tb.tb_frame.f_code not in inits:
+            inner = tb
+        tb = tb.tb_next
+    if inner is None:
+        return []
+    code, values = inner.tb_frame.f_code, inner.tb_frame.f_locals
+    parameters = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    return [name for name in statement_at(inner) if name in parameters and values.get(name, 0) is None]
+
+
 def raised_in(value: Built, error: BaseException) -> bool:
     """Whether `error` was raised building the module argument `value` (or one of its own)."""
     return bool(statement_names(value.cls, error)) or any(
@@ -352,15 +400,22 @@ def raised_in(value: Built, error: BaseException) -> bool:
 
 def statement_names(cls: type, error: BaseException) -> list[str]:
     """The names in the statement that raised `error` inside the constructor of `cls` (or of a base)."""
-    inits = {owner.__dict__["__init__"].__code__ for owner in cls.__mro__
-             if hasattr(owner.__dict__.get("__init__"), "__code__")}
+    inits = init_codes(cls)
     tb, found = error.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_code in inits:
             found = tb
         tb = tb.tb_next
-    if found is None:
-        return []
+    return [] if found is None else statement_at(found)
+
+
+def init_codes(cls: type) -> set:
+    return {owner.__dict__["__init__"].__code__ for owner in cls.__mro__
+            if hasattr(owner.__dict__.get("__init__"), "__code__")}
+
+
+def statement_at(found: Any) -> list[str]:
+    """The names in the expression a traceback entry failed at."""
     code = found.tb_frame.f_code
     positions = list(code.co_positions())
     first, last, start, end = positions[found.tb_lasti // 2] if found.tb_lasti // 2 < len(positions) else (None,) * 4
