@@ -51,7 +51,7 @@ def traced(relative: str, data: bytes, settings: Settings, fast: bool) -> dict:
 @pytest.fixture(scope="module")
 def both_ways():
     """The files in groups, each traced both ways in its own child, the children at once: CI has 2 CPUs and runs
-    the tests one at a time (one child: 844 s at load 15; two: 491 s at load 18; CPU 173 s → 144 s)."""
+    the tests one at a time (BENCHMARKS.md, wave 6: the wall time nearly halved)."""
     files = checked_files()
     groups = [files[start::GROUPS] for start in range(GROUPS)]
     with ThreadPoolExecutor(GROUPS) as pool:
