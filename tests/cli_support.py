@@ -58,11 +58,11 @@ def write(directory: Path, files: dict[str, str | bytes]) -> Path:
     return directory
 
 
-def run_reslint(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The installed console script, as a user or pre-commit runs it."""
+def run_reslint(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The installed console script, as a user or pre-commit runs it. `timeout` only stops a hung run."""
     environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [str(RESLINT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120,
+        [str(RESLINT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout,
     )
 
 

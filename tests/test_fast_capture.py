@@ -5,6 +5,9 @@ names fx where it served."""
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from golden import ROOT
@@ -16,6 +19,8 @@ from reslint.analysis import traced_document  # noqa: E402 - needs torch
 from reslint.isolation import ChildFailure, run_isolated  # noqa: E402
 from reslint.trace import fast_capture  # noqa: E402
 
+GROUPS = max(1, min(2, os.cpu_count() or 1))
+
 
 def checked_files() -> list[str]:
     """Every fixture and example the full check may import (the hostile fixtures hang or crash on purpose)."""
@@ -23,24 +28,39 @@ def checked_files() -> list[str]:
     return [path.relative_to(ROOT).as_posix() for path in files if "hostile" not in path.relative_to(ROOT).parts]
 
 
-def trace_all(files: list[str], fast: bool) -> dict:
-    """Each file's trace result, as the full check's isolated child makes it; all files in one child (one
-    torch import) so that the comparison stays affordable."""
-    fast_capture.ENABLED = fast
+def trace_both_ways(files: list[str]) -> list[dict]:
+    """Every file traced with the fast path; the files it served traced again without it (elsewhere the path
+    declined before anything was recorded, and export ran as it does without the path). Both ways in one
+    child: one torch import and dynamo warm-up, and what the project index reads about a file read once."""
     settings = Settings(static=False, cache=False, root=str(ROOT))
-    return {relative: traced_document(relative, (ROOT / relative).read_bytes(), settings, str(ROOT / relative))
-            for relative in files}
+    fast, exported = {}, {}
+    for relative in files:
+        data = (ROOT / relative).read_bytes()
+        fast[relative] = traced(relative, data, settings, fast=True)
+        if any(map(fast_path_served, fast[relative]["summaries"])):
+            exported[relative] = traced(relative, data, settings, fast=False)
+    return [fast, exported]
+
+
+def traced(relative: str, data: bytes, settings: Settings, fast: bool) -> dict:
+    """The file's trace result as the full check's isolated child makes it."""
+    fast_capture.ENABLED = fast
+    return traced_document(relative, data, settings, str(ROOT / relative))
 
 
 @pytest.fixture(scope="module")
 def both_ways():
-    """Every file traced with the fast path; the files it served traced again without it (elsewhere
-    the path declined before anything was recorded, and export ran as it does without the path)."""
-    fast = run_isolated(trace_all, checked_files(), True, timeout=None)
-    assert not isinstance(fast, ChildFailure), fast
-    served = [path for path, document in fast.items() if any(map(fast_path_served, document["summaries"]))]
-    exported = run_isolated(trace_all, served, False, timeout=None)
-    assert not isinstance(exported, ChildFailure), exported
+    """The files in groups, each traced both ways in its own child, the children at once: CI has 2 CPUs and runs
+    the tests one at a time (BENCHMARKS.md, wave 6: the wall time nearly halved)."""
+    files = checked_files()
+    groups = [files[start::GROUPS] for start in range(GROUPS)]
+    with ThreadPoolExecutor(GROUPS) as pool:
+        results = list(pool.map(lambda group: run_isolated(trace_both_ways, group, timeout=None), groups))
+    fast, exported = {}, {}
+    for result in results:
+        assert not isinstance(result, ChildFailure), result
+        fast.update(result[0])
+        exported.update(result[1])
     return fast, exported
 
 

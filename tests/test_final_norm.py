@@ -21,6 +21,8 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/forecaster.py", 32),  # TimesFM: residual-MLP head, loop-carried forecast, loss (test_stream_precision)
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
     (f"{FIXTURES}/lost_conditional_features.py", 38),  # Step3p7: features merged behind a condition, kept in a dict
+    (f"{FIXTURES}/lost_inherited_forward/modeling.py", 17),  # Step3p7's flattened copy: as vision_language.py
+    (f"{FIXTURES}/lost_inherited_forward/modular.py", 22),  # its modular copy: the consumer inherits forward
     (f"{FIXTURES}/lost_shared_blocks.py", 31),  # PocketTTS: the encoder's stream through the decoder's blocks
     (f"{FIXTURES}/lost_visible_loader.py", 53),  # Mimi: the encoder loaded through AutoModel, defined in the file
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
@@ -126,6 +128,19 @@ def test_trace_engine_agrees(traced_report):
     assert verdicts[("parent_norm/vision.py", "VisionTransformer")] is True
     # BridgeTower: the parent runs the blocks itself, returns their raw states and normalises the stream.
     assert verdicts[("stream_end_hidden_states.py", "BridgeModel")] is True
+
+
+def test_a_forward_inherited_from_another_file_decides_where_the_stream_ends(static_report, traced_report):
+    """transformers' modular_step3p7.py: `Step3p7Model(DeepseekOcr2Model)` overrides `__init__` and
+    `get_image_features` and inherits `forward` from another file, so it is no module class in its file. The
+    static engine follows the inherited forward through the project index: RL103 on the raw tower as on the
+    flattened copy (EXPECTED_FINDINGS), and a norm in the inherited forward bounds the other tower's stream."""
+    verdicts = final_norms(static_report)
+    assert verdicts[("lost_inherited_forward/modular.py", "RawTower")] is False
+    assert verdicts[("lost_inherited_forward/modular.py", "FeatureTower")] is True
+    traced = final_norms(traced_report)
+    assert traced[("lost_inherited_forward/modular.py", "NormedFeaturesModel")] is True
+    assert traced[("lost_inherited_forward/modular.py", "FeatureTower")] is True
 
 
 def test_einops_layers_carry_the_stream_to_the_head(static_report):

@@ -146,6 +146,28 @@ def test_json_gives_each_finding_its_fix_with_applicability_and_edits(tmp_path):
     assert fixes["RL401"]["message"] == "use the biased variance (unbiased=False / correction=0)"
 
 
+def test_a_warm_run_offers_the_fixes_without_analysing_the_file_again(tmp_path, monkeypatch):
+    """A static worker stores its own analysis under the settings the fix's re-check runs with
+    (`fixes.apply.static_recheck`): a warm run takes the file's result and its fix check from the cache."""
+    import reslint
+    import reslint.analysis as analysis
+
+    model = project(tmp_path, "composed")
+    cold = reslint.check([str(model)], static=True, cache=True, jobs=1, cwd=tmp_path)
+    analysed = []
+    real_analyze = analysis.analyze_file
+
+    def counted(display, *args, **kwargs):
+        analysed.append(display)
+        return real_analyze(display, *args, **kwargs)
+
+    monkeypatch.setattr(analysis, "analyze_file", counted)
+    warm = reslint.check([str(model)], static=True, cache=True, jobs=1, cwd=tmp_path)
+    assert sum(finding.fix is not None for finding in cold.findings) == 5
+    assert [finding.to_dict() for finding in warm.findings] == [finding.to_dict() for finding in cold.findings]
+    assert analysed == []
+
+
 def test_sarif_results_carry_fixes(tmp_path):
     project(tmp_path, "RL003")
     result = run_reslint(*STATIC, "--output-format", "sarif", "model.py", cwd=tmp_path)

@@ -297,7 +297,7 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
     """What the static engine reports for `text` as the file `display`, after suppressions and filters;
     `linked`: with the project stage's findings (RL301), for which the project is checked with `text` read
     as the file (file_gate.overlaid: nothing is written), so that its imports resolve as the file's do."""
-    static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
+    static = static_recheck(settings)
     if linked:
         from reslint.runner import check_sources
 
@@ -307,6 +307,13 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
         return [finding for finding in report.findings if finding.path == display]
     result = cached_analysis(display, text.encode("utf-8"), settings, static)
     return reported(display, result.findings, text, settings)
+
+
+def static_recheck(settings: Settings) -> Settings:
+    """The settings of a fix's static re-check: one job, no result cache of the check's own (the re-checks keep
+    theirs, `fix_check_cache`). A worker's analysis is stored under them (`remember_analysis`), so they must be
+    the very settings `recheck` runs with."""
+    return dataclasses.replace(settings, static=True, cache=False, jobs=1)
 
 
 def fix_check_cache(display: str, data: bytes, settings: Settings, engine: Settings):
@@ -322,8 +329,7 @@ def remember_analysis(display: str, data: bytes, settings: Settings, result) -> 
     comes from the cache then offers the same fixes without analysing the file again."""
     if not settings.cache or not result.cacheable:
         return
-    static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
-    cache, slot = fix_check_cache(display, data, settings, static)
+    cache, slot = fix_check_cache(display, data, settings, static_recheck(settings))
     cache.store(slot, data, os.path.abspath(display), result)
 
 

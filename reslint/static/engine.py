@@ -30,8 +30,8 @@ from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 from reslint.static.sequence_context import markers_elsewhere
 from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm,
-                                       inside_blocks_elsewhere, loaded_classes, reached_into, stack_sources, stream_end,
-                                       visible_loaders)
+                                       inherited_forward, inside_blocks_elsewhere, loaded_classes, reached_into,
+                                       stack_sources, stream_end, visible_loaders)
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -110,12 +110,14 @@ class StaticExtractor:
         self.passed_on: set[str] = set()
         self.loaded = loaded_classes(self.index, module_classes)
         self.loaded_streams: dict[str, set[str]] = {}  # stack key -> the roots loaded through a registry passing it on
+        self.unclaimed: dict[str, set[str]] = {}  # stack key -> roots passing it on to no module class of this file
         for info in module_classes:
             for graph, assumed, other in self._evaluations(info, norm_kinds):
                 if not other:
                     self.graphs.setdefault(info.name, graph)
                 self._collect(graph, assumed, other, info.name, info.name in consumed)
         self._streams_through_visible_loaders(module_classes, consumed)
+        self._streams_through_inherited_forwards(consumed)
         self._norm_functions_used_elsewhere(norm_kinds)
         run_from_outside = reached_into(self.index)
         for key, roots in self.deferred.items():
@@ -265,6 +267,8 @@ class StaticExtractor:
                 elif root in self.loaded:
                     self.passed_on.add(key)  # to a consumer loading `root` through AutoModel: nobody here decides
                     self.loaded_streams.setdefault(key, set()).add(root)  # unless the loader is visible
+                else:
+                    self.unclaimed.setdefault(key, set()).add(root)  # see _streams_through_inherited_forwards
                 continue
             if found is False:
                 self.facts.open_streams[key] = tuple(dict.fromkeys(self.facts.open_streams.get(key, ()) + (root,)))
@@ -319,6 +323,43 @@ class StaticExtractor:
             for other in decided[1:]:
                 verdict = _seen_from_several_roots(other, verdict)
             self.final_norms[key] = _seen_from_several_roots(verdict, self.final_norms.get(key, False))
+
+    def _streams_through_inherited_forwards(self, consumed: set[str]) -> None:
+        """A stream a root passes on to a class of this file that builds it but inherits its forward from another
+        project file (a modular_* copy's `class Step3p7Model(DeepseekOcr2Model)`): that class is evaluated with
+        the inherited forward, for RL103 only, and decides as a module class building the root does; where it
+        loses the stream the root's output stands. A consumer passing it on again is followed the same way."""
+        if self.source_path is None:
+            return
+        evaluated: set[str] = set()
+        while self.unclaimed:
+            pending, self.unclaimed = self.unclaimed, {}
+            for info in self.index.classes.values():
+                built = {inner.name for spec in info.submodules.values() for inner in iter_specs(spec)
+                         if inner.kind == "local"}
+                keys = [key for key, roots in pending.items() if roots & built]
+                if not keys or info.name in evaluated or self.index.is_module_class(info):
+                    continue
+                inherited = inherited_forward(self.index, info, self.source_path)
+                if inherited is None:
+                    continue
+                evaluated.add(info.name)
+                for key in keys:
+                    roots = tuple(sorted(pending[key] & built))
+                    self.deferred[key] = tuple(dict.fromkeys(self.deferred.get(key, ()) + roots))
+                path, forward = inherited
+                if path not in self.facts.reads:
+                    self.facts.reads.append(path)
+                evaluator = Evaluator(self.index, self.positions, self.path)
+                evaluator.norm_class_kinds = self.norm_kinds_seen
+                steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)  # a second look spends no budget
+                try:
+                    graph = evaluator.evaluate_class(replace(info, methods={**info.methods, "forward": forward}))
+                except BudgetExceeded:
+                    continue
+                finally:
+                    evaluator.budget.steps, evaluator.budget.hits = steps, hits
+                self._collect_stream_ends(graph, info.name, info.name in consumed)
 
     def _ending_without_optional_inputs(self, root: str, key: str, assumed: tuple) -> str:
         """The stack's stream end in the model's ordinary call. `root` was evaluated with every forward argument

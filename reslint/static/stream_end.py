@@ -22,6 +22,7 @@ from reslint.static.walk import walk
 KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
 LOADERS = ("from_config", "_from_config", "from_pretrained")
 SEARCH_LIMIT = 5000
+INHERITANCE_LIMIT = 16  # classes looked at for an inherited forward
 
 
 def final_norm(outputs: list[Node], graph_outputs: list[Node]) -> bool | None:
@@ -143,6 +144,35 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
         if any(attr and info.name.endswith(attr) for attr in unseen_attributes):
             referenced.add(info.name)
     return referenced | loaded_through_config(classes, loaded_configs)
+
+
+def inherited_forward(index: FileIndex, info: ClassInfo, source_path: str) -> tuple[str, cst.FunctionDef] | None:
+    """The `forward` class `info` inherits from a class of another project file, with that file: a modular_* copy's
+    `class Step3p7Model(DeepseekOcr2Model)` overrides `__init__` and `get_image_features` and runs the base's
+    forward, so it is no module class in its own file. Bases are followed through this file's classes and then
+    each file's own; None where the class has its own forward or no base is read."""
+    from reslint.project_index import ProjectIndex, project_path
+
+    project = ProjectIndex.for_file(source_path)
+    here = project_path(source_path)
+    pending, seen = [(here, index, info)], set()
+    while pending and len(seen) < INHERITANCE_LIMIT:
+        path, file_index, current = pending.pop(0)
+        if (path, current.name) in seen:
+            continue
+        seen.add((path, current.name))
+        forward = current.methods.get("forward")
+        if forward is not None:
+            return (str(path), forward) if path != here else None
+        for base in current.bases:
+            if base in file_index.classes:
+                pending.append((path, file_index, file_index.classes[base]))
+                continue
+            resolved = project.resolve(path, base)
+            other = project.file_index(resolved[0], FileIndex) if resolved and resolved[1] and resolved[0] != path else None
+            if other is not None and resolved[1] in other.classes:
+                pending.append((resolved[0], other, other.classes[resolved[1]]))
+    return None
 
 
 def loaded_through_config(classes: list[ClassInfo], loaded_configs: set[str]) -> set[str]:
