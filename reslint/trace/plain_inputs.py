@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from reslint.trace.forward_body import asked_inputs, parameter_ranks
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
@@ -45,7 +46,24 @@ def plain_candidates(model: Any) -> list[Candidate]:
                 and parameter.kind is not parameter.VAR_KEYWORD and parameter.kind is not parameter.POSITIONAL_ONLY]
     if required and all(NUMBER_NAMES.fullmatch(name.lower()) for name in required):  # `forward(self, i, j)`: sizes
         tried.append(([], {name: SEQ for name in required}, "sizes " + ", ".join(f"{name}={SEQ}" for name in required)))
+    tried += [asked for name in asked_inputs(model) if (asked := with_input(guess, name, model)) is not None]
     return probe(model, tried)
+
+
+def with_input(candidate: Candidate, name: str, model: Any) -> Candidate | None:
+    """`candidate` plus the optional input `name`, made like its first tensor (a cross-attention stack's
+    `context=None` that an assertion asks for); None when it cannot be made."""
+    specs, extra, where = candidate
+    parameter = forward_parameters(model).get(name)
+    if not specs or not isinstance(specs[0], TensorSpec) or parameter is None or name in extra \
+            or any(spec.name == name for spec in specs):
+        return None
+    first = specs[0]
+    batch = first.shape[0] if first.shape else BATCH
+    spec = parameter_spec(parameter, first, batch, first.shape[1] if len(first.shape) >= 2 else SEQ)
+    if spec is None:
+        return None
+    return [*specs, spec], extra, f"{where}; `{name}`, which the forward's assertion asks for"
 
 
 def first_token_ids(model: Any) -> Candidate | None:
@@ -132,12 +150,44 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         # a conv front end over (batch, time, features) unsqueezed to one channel (speech subsampling)
         found += [(TensorSpec(first.dtype, (BATCH, 4 * SEQ, width)), None, extra, f"{where}, as (batch, time, {width} features)")
                   for width in FEATURE_WIDTHS]
+    if first.dtype.startswith("float") and len(shape) != 4 and (patch := patch_size(model)) is not None:
+        found += image_inputs(model, patch, shape[-1] if shape else None, extra, where)
     names = positional_names(model)
     if first.dtype.startswith("float") and len(shape) == 3 and names[:1] in (["q"], ["query"]):
         heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
     return found
+
+
+def patch_size(model: Any) -> tuple[int, int] | None:
+    """The patch size a model that cuts images into patches itself keeps (`self.patch_size = patch_size`)."""
+    size = getattr(model, "patch_size", None)
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size, size
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(side, int) and side > 0 for side in size):
+        return size[0], size[1]
+    return None
+
+
+def image_inputs(model: Any, patch: tuple[int, int], width: int | None, extra: dict,
+                 where: str) -> list[tuple[TensorSpec, None, dict, str]]:
+    """Images `(batch, channels, height, width)` whose sides are multiples of the patch size: the model's own
+    image size first, then 4, 2 and 1 patches a side (fewer patches than a position table holds). The
+    channels are the model's own, else what a flattened patch (channels x patch area) leaves, else 3."""
+    channels = next((value for name in ("channels", "in_channels", "num_channels", "in_chans")
+                     if isinstance(value := getattr(model, name, None), int) and not isinstance(value, bool)), None)
+    area = patch[0] * patch[1]
+    if channels is None:
+        channels = width // area if width and width % area == 0 else 3
+    sides = []
+    own = getattr(model, "image_size", None)
+    if isinstance(own, int) and own % patch[0] == 0 and own % patch[1] == 0:
+        sides.append((own, own))
+    sides += [(patch[0] * count, patch[1] * count) for count in (4, 2, 1)]
+    return [(TensorSpec("float32", (BATCH, channels, *side)), None, extra,
+             f"{where}, as images cut into {patch[0]}x{patch[1]} patches")
+            for side in dict.fromkeys(sides)]
 
 
 def named_first_input(model: Any) -> tuple[TensorSpec, None, dict, str] | None:
@@ -195,6 +245,7 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     if choice.side == "width" and (width := model_width(model)) is not None:
         side = TensorSpec("float32", (batch, seq, width))
     specs, values = [first], dict(extra)
+    ranks = parameter_ranks(model)
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
@@ -206,8 +257,20 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
         spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, side, batch, seq, choice.mask)
         if spec is None:
             return [first], extra, where  # a required argument we cannot make: the failure will say so
-        specs.append(spec)
+        specs.append(with_rank(spec, ranks.get(parameter.name)))
     return specs, values, where
+
+
+def with_rank(spec: TensorSpec, rank: int | None) -> TensorSpec:
+    """A features tensor given the rank the forward's body reads it with: more axes go first (a stack of
+    layers' hidden states `(layers, batch, time, width)`), fewer keep the batch and the width."""
+    if rank is None or not spec.dtype.startswith("float") or rank == len(spec.shape) or not spec.shape:
+        return spec
+    if rank > len(spec.shape):
+        shape = (BATCH,) * (rank - len(spec.shape)) + spec.shape
+    else:
+        shape = spec.shape[:1] + spec.shape[len(spec.shape) - rank + 1:]
+    return TensorSpec(spec.dtype, shape, spec.high, spec.name, spec.fill)
 
 
 def number_value(parameter: Any, choice: Choice, seq: int) -> Any:
