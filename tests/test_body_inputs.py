@@ -14,7 +14,7 @@ from cli_support import REPO_ROOT, RESLINT
 torch = pytest.importorskip("torch")
 
 from reslint.trace.forward_body import asked_inputs, axis_count, parameter_ranks  # noqa: E402
-from reslint.trace.inputs import infer_inputs  # noqa: E402
+from reslint.trace.inputs import candidate_inputs, infer_candidates, infer_inputs  # noqa: E402
 
 FIXTURE = "fixtures/trace/body_inputs.py"
 
@@ -37,15 +37,18 @@ def test_the_full_check_traces_every_model_of_the_fixture():
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert [(t["name"], t["traced"]) for t in document["traces"]] == [
-        ("CrossStack", True), ("PatchTransformer", True), ("LayerMixer", True), ("SortedRecurrentEncoder", True)]
+        ("CrossStack", True), ("PatchTransformer", True), ("LayerMixer", True), ("BiasedEncoder", True),
+        ("SortedRecurrentEncoder", True)]
     assert document["findings"] == []
     models = {model["name"]: model for model in document["models"]}
     assert ("inputs: float[2,16,16]; context=float[2,16,16] (inferred from LayerNorm (layers.0.attn_norm); "
             "`context`, which the forward's assertion asks for)") in models["CrossStack"]["notes"]
     assert ("inputs: float[2,3,16,16] (inferred from LayerNorm (to_embedding.0), as images cut into 4x4 patches)"
             in models["PatchTransformer"]["notes"])
+    assert ("inputs: long[2,24]<40 (inferred from Embedding (embed), 24 positions: the model's own length)"
+            in models["BiasedEncoder"]["notes"])
     assert models["SortedRecurrentEncoder"]["engine"] == "traced (concrete_fx)"
-    for name in ("CrossStack", "PatchTransformer"):
+    for name in ("CrossStack", "PatchTransformer", "BiasedEncoder"):
         assert [(s["attribute"], s["depth"], s["placement"], s["final_norm"]) for s in models[name]["stacks"]] == [
             ("self.layers", 2, "pre", True)]
 
@@ -79,3 +82,10 @@ def test_only_the_optional_inputs_a_message_names_are_asked_for():
     assert shapes(infer_inputs(stack, "meta")) == {0: (2, 16, 16), "context": (2, 16, 16)}
     # a stack that does not attend across runs without it: the plain guess stays first
     assert shapes(infer_inputs(fixture_module().CrossStack(cross_attend=False), "meta")) == {0: (2, 16, 16)}
+
+
+def test_a_model_too_large_to_probe_hands_the_capture_its_own_length_second():
+    with torch.device("meta"):  # 60 M parameters: more than a CPU probe copies
+        encoder = fixture_module().BiasedEncoder(vocab=60_000, dim=1_000, heads=2, max_seq_len=24)
+    candidates = infer_candidates(encoder)
+    assert [shapes(candidate_inputs(candidate, "meta")) for candidate in candidates] == [{0: (2, 16)}, {0: (2, 24)}]

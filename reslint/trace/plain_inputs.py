@@ -28,6 +28,9 @@ from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorS
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
 PROBE_SECONDS = 15.0  # for all the tries of one model
 PROBE_TRIES = 48
+UNPROBED_TRIES = 3  # candidates handed to the capture in turn when the model is too large to probe
+LENGTH_ATTRIBUTES = ("max_seq_len", "max_seq_length", "block_size", "context_length")
+MAX_OWN_LENGTH = 2048
 FEATURE_WIDTHS = (16, 32, 80)  # a speech front end's features: the inferred `idim`, the common width, 80 mel bins
 
 
@@ -150,6 +153,9 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         # a conv front end over (batch, time, features) unsqueezed to one channel (speech subsampling)
         found += [(TensorSpec(first.dtype, (BATCH, 4 * SEQ, width)), None, extra, f"{where}, as (batch, time, {width} features)")
                   for width in FEATURE_WIDTHS]
+    if len(shape) in (2, 3) and shape[1] == SEQ and (length := own_length(model)) is not None:
+        found.append((TensorSpec(first.dtype, (shape[0], length, *shape[2:]), first.high), None, extra,
+                      f"{where}, {length} positions: the model's own length"))
     if first.dtype.startswith("float") and len(shape) != 4 and (patch := patch_size(model)) is not None:
         found += image_inputs(model, patch, shape[-1] if shape else None, extra, where)
     names = positional_names(model)
@@ -158,6 +164,16 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
     return found
+
+
+def own_length(model: Any) -> int | None:
+    """The sequence length a model keeps (`self.max_seq_len`) where it may compute position terms for exactly
+    that many positions (T5's relative position bias), when it is longer than the default and not huge."""
+    for name in LENGTH_ATTRIBUTES:
+        value = getattr(model, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and SEQ < value <= MAX_OWN_LENGTH:
+            return value
+    return None
 
 
 def patch_size(model: Any) -> tuple[int, int] | None:
@@ -331,12 +347,13 @@ def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int, mask
 
 
 def probe(model: Any, candidates: list[Candidate]) -> list[Candidate]:
-    """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first."""
+    """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first;
+    the first few in order when the model is too large to copy."""
     if len(candidates) < 2:
         return candidates[:1]
     copy = probe_copy(model)
-    if copy is None:
-        return candidates[:1]
+    if copy is None:  # the capture tries a few in turn (a failure still reports the first)
+        return candidates[:UNPROBED_TRIES]
     import torch
 
     deadline = time.monotonic() + PROBE_SECONDS
