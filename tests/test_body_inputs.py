@@ -89,3 +89,12 @@ def test_a_model_too_large_to_probe_hands_the_capture_its_own_length_second():
         encoder = fixture_module().BiasedEncoder(vocab=60_000, dim=1_000, heads=2, max_seq_len=24)
     candidates = infer_candidates(encoder)
     assert [shapes(candidate_inputs(candidate, "meta")) for candidate in candidates] == [{0: (2, 16)}, {0: (2, 24)}]
+
+
+def test_a_parameter_assigned_anew_keeps_the_rank_of_its_first_reading_only():
+    class Reshaped(torch.nn.Module):
+        def forward(self, x, context):
+            context = context.view(2, 16, 4, 4)
+            return torch.einsum("bnhd,bnhd->bnh", context, context)
+
+    assert parameter_ranks(Reshaped()) == {}

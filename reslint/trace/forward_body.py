@@ -2,7 +2,8 @@
 
 An einsum or einops pattern names one axis per dimension of its operand (`einsum('l b n d, v b n l -> ...',
 hiddens, weights)`: `hiddens` is 4-D, `rearrange(img, 'b c (h p1) (w p2) -> ...')`: `img` is 4-D), and so
-does unpacking a shape (`b, h, n, d = q.shape`). The first such use of a parameter gives its rank.
+does unpacking a shape (`b, h, n, d = q.shape`). The first such use of a parameter, before the forward
+assigns it anew, gives its rank.
 An assertion's or an exception's message that names an optional parameter (`assert not (self.cross_attend
 ^ exists(context)), 'context must be passed in if cross_attend is set to True'`) says that the model, as
 built, may need it.
@@ -52,10 +53,14 @@ def parameter_ranks(model: Any) -> dict[str, int]:
     if tree is None:
         return {}
     names = set(parameters)
+    rebound = {}  # parameter -> the first line that assigns it: later uses read another value
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            rebound[node.id] = min(rebound.get(node.id, node.lineno), node.lineno)
     found: list[tuple[int, int, str, int]] = []  # (line, column, parameter, rank)
     for node in ast.walk(tree):
         for name, rank in uses(node):
-            if name in names and rank is not None:
+            if name in names and rank is not None and node.lineno <= rebound.get(name, node.lineno):
                 found.append((node.lineno, node.col_offset, name, rank))
     ranks: dict[str, int] = {}
     for _, _, name, rank in sorted(found):

@@ -39,11 +39,14 @@ def plain_candidates(model: Any) -> list[Candidate]:
     firsts = first_inputs(model)
     guess = complete(model, *firsts[0], Choice())
     tried = [guess]
+    ranks = parameter_ranks(model)
     for first, like, extra, where in firsts:
         for choice in CHOICES:
             candidate = complete(model, first, like, extra, where, choice)
-            if candidate not in tried:
-                tried.append(candidate)
+            # the same with the ranks the body reads further inputs with, right after: a guess that ran before still runs first
+            for each in (candidate, ranked(candidate, ranks)):
+                if each not in tried:
+                    tried.append(each)
     required = [parameter.name for parameter in forward_parameters(model).values()
                 if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_POSITIONAL
                 and parameter.kind is not parameter.VAR_KEYWORD and parameter.kind is not parameter.POSITIONAL_ONLY]
@@ -261,7 +264,6 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     if choice.side == "width" and (width := model_width(model)) is not None:
         side = TensorSpec("float32", (batch, seq, width))
     specs, values = [first], dict(extra)
-    ranks = parameter_ranks(model)
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
@@ -273,8 +275,16 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
         spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, side, batch, seq, choice.mask)
         if spec is None:
             return [first], extra, where  # a required argument we cannot make: the failure will say so
-        specs.append(with_rank(spec, ranks.get(parameter.name)))
+        specs.append(spec)
     return specs, values, where
+
+
+def ranked(candidate: Candidate, ranks: dict[str, int]) -> Candidate:
+    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with."""
+    specs, extra, where = candidate
+    if not ranks or len(specs) < 2 or not isinstance(specs[0], TensorSpec):
+        return candidate
+    return [specs[0], *(with_rank(spec, ranks.get(spec.name)) if spec.name else spec for spec in specs[1:])], extra, where
 
 
 def with_rank(spec: TensorSpec, rank: int | None) -> TensorSpec:
