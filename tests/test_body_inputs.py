@@ -97,4 +97,11 @@ def test_a_parameter_assigned_anew_keeps_the_rank_of_its_first_reading_only():
             context = context.view(2, 16, 4, 4)
             return torch.einsum("bnhd,bnhd->bnh", context, context)
 
+    class Stacked(torch.nn.Module):
+        def forward(self, x, hiddens):
+            if isinstance(hiddens, list):  # only sometimes assigned anew: the einsum still tells
+                hiddens = torch.stack(hiddens)
+            return torch.einsum("lbnd,lbnd->bnd", hiddens, hiddens)
+
     assert parameter_ranks(Reshaped()) == {}
+    assert parameter_ranks(Stacked()) == {"hiddens": 4}

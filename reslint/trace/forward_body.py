@@ -2,8 +2,8 @@
 
 An einsum or einops pattern names one axis per dimension of its operand (`einsum('l b n d, v b n l -> ...',
 hiddens, weights)`: `hiddens` is 4-D, `rearrange(img, 'b c (h p1) (w p2) -> ...')`: `img` is 4-D), and so
-does unpacking a shape (`b, h, n, d = q.shape`). The first such use of a parameter, before the forward
-assigns it anew, gives its rank.
+does unpacking a shape (`b, h, n, d = q.shape`). The first such use of a parameter, before a statement
+of the forward always assigns it anew, gives its rank.
 An assertion's or an exception's message that names an optional parameter (`assert not (self.cross_attend
 ^ exists(context)), 'context must be passed in if cross_attend is set to True'`) says that the model, as
 built, may need it.
@@ -53,10 +53,14 @@ def parameter_ranks(model: Any) -> dict[str, int]:
     if tree is None:
         return {}
     names = set(parameters)
-    rebound = {}  # parameter -> the first line that assigns it: later uses read another value
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
-            rebound[node.id] = min(rebound.get(node.id, node.lineno), node.lineno)
+    rebound = {}  # parameter -> the first statement that always assigns it: later uses read another value
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    for statement in body:  # not inside a branch (`if not is_tensor(hiddens): hiddens = stack(hiddens)`)
+        if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for node in (each for target in targets for each in ast.walk(target)):
+                if isinstance(node, ast.Name) and node.id in names:
+                    rebound.setdefault(node.id, statement.lineno)
     found: list[tuple[int, int, str, int]] = []  # (line, column, parameter, rank)
     for node in ast.walk(tree):
         for name, rank in uses(node):

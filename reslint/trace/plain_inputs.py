@@ -26,7 +26,7 @@ from reslint.trace.forward_body import asked_inputs, parameter_ranks
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
-PROBE_SECONDS = 15.0  # for all the tries of one model
+PROBE_SECONDS = 15.0  # CPU time for all the tries of one model: a loaded machine does not cut the tries short
 PROBE_TRIES = 48
 UNPROBED_TRIES = 3  # candidates handed to the capture in turn when the model is too large to probe
 LENGTH_ATTRIBUTES = ("max_seq_len", "max_seq_length", "block_size", "context_length")
@@ -366,9 +366,9 @@ def probe(model: Any, candidates: list[Candidate]) -> list[Candidate]:
         return candidates[:UNPROBED_TRIES]
     import torch
 
-    deadline = time.monotonic() + PROBE_SECONDS
+    deadline = time.process_time() + PROBE_SECONDS
     for candidate in candidates[:PROBE_TRIES]:
-        if time.monotonic() > deadline:
+        if time.process_time() > deadline:
             break
         specs, extra, _ = candidate
         args = tuple(make_tensor(spec, "cpu") for spec in specs if not spec.name)
