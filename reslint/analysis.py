@@ -485,12 +485,14 @@ _warmed: set[str] = set()
 
 def warm_for_tracing(export: bool) -> None:
     """Import once in this process what each forked trace child would otherwise import on its own:
-    torch's dynamo, which the meta kernels of common layers (MultiheadAttention, embedding) load on first
-    use; and `export`: torch.export's own warm-up, seconds per process, done here once an earlier child
-    needed export (a single file's child pays it alone, as it would here)."""
+    torch's symbolic shapes (and sympy), which every `torch._check` of the meta kernels (an add, an
+    arange) loads on first use; and `export`: torch.export's own warm-up (dynamo included), seconds per
+    process, done here once an earlier child needed export (a single file's child pays it alone, as it
+    would here). Dynamo itself is not imported for children the fast capture path serves (see
+    trace.meta_init.refs_without_dynamo)."""
     import importlib
 
-    for step in ("dynamo", "export")[:2 if export else 1]:
+    for step in ("symbolic shapes", "export")[:2 if export else 1]:
         if step in _warmed:
             continue
         _warmed.add(step)
@@ -498,7 +500,7 @@ def warm_for_tracing(export: bool) -> None:
             if step == "export":
                 preload_torch()
             else:
-                importlib.import_module("torch._dynamo")
+                importlib.import_module("torch.fx.experimental.symbolic_shapes")
         except Exception:  # noqa: BLE001 - only a head start: the children do without it
             pass
 

@@ -3,12 +3,19 @@
 A committed symlink can point anywhere: at `/dev/zero` (read until memory runs out), at a FIFO or
 `/dev/stdin` (blocks forever), or at a file outside the repository. Every such read goes through
 `read_project_file`: a regular file, inside the project root when one is given, of bounded size.
+
+A fix is checked by analysing and tracing the fixed text as the file itself, without writing it
+anywhere: while `overlaid(path, data)` is active, every read of `path` (this gate's, Python's
+`linecache`, the import of the checked file) sees `data` instead of the file on disk.
 """
 
 from __future__ import annotations
 
+import contextlib
+import linecache
 import os
 import stat
+from collections.abc import Iterator
 
 MAX_CONFIG_BYTES = 1 << 20  # pyproject.toml, DeepSpeed JSON
 MAX_CACHE_ENTRY_BYTES = 16 << 20
@@ -35,6 +42,11 @@ def read_project_file(path: str | os.PathLike, root: str | os.PathLike | None, l
     """The bytes of `path`; RefusedFile unless it is a regular file of at most `limit` bytes, inside `root`."""
     if root is not None and not is_inside(path, root):
         raise RefusedFile(path, "outside the project")
+    data = overlay(path)
+    if data is not None:
+        if len(data) > limit:
+            raise RefusedFile(path, f"larger than {limit} bytes")
+        return data
     # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore the flag.
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     descriptor = os.open(path, flags)
@@ -65,3 +77,53 @@ def decode_source(data: bytes) -> str:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     return text.removeprefix("\ufeff")
+
+
+_overlays: dict[str, bytes] = {}  # overlay_key(path) -> the text reads of the path see (see `overlaid`)
+_generation = 0  # changes whenever an overlay starts or ends: caches of file contents by path key on it
+
+
+def overlay_key(path: str | os.PathLike) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def overlay(path: str | os.PathLike) -> bytes | None:
+    """The text `path` reads as under an active `overlaid`, else None (read the file)."""
+    return _overlays.get(overlay_key(path)) if _overlays else None
+
+
+def overlay_generation() -> int:
+    return _generation
+
+
+@contextlib.contextmanager
+def overlaid(path: str | os.PathLike, data: bytes) -> Iterator[None]:
+    """Reads of `path` see `data` for the duration of the block (nothing is written)."""
+    global _generation
+    key, filename = overlay_key(path), os.path.abspath(path)
+    previous, previous_lines = _overlays.get(key), linecache.cache.get(filename)
+    _overlays[key] = data
+    _generation += 1
+    # inspect (class lines) and traceback (stack traces) read sources through linecache; an entry without
+    # an mtime is never checked against the file on disk.
+    lines = decoded_lines(data)
+    linecache.cache[filename] = (len(data), None, lines, filename)
+    try:
+        yield
+    finally:
+        _generation += 1
+        if previous is None:
+            _overlays.pop(key, None)
+        else:
+            _overlays[key] = previous
+        if previous_lines is None:
+            linecache.cache.pop(filename, None)
+        else:
+            linecache.cache[filename] = previous_lines
+
+
+def decoded_lines(data: bytes) -> list[str]:
+    try:
+        return decode_source(data).splitlines(True)
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        return []

@@ -57,8 +57,9 @@ def test_building_on_meta_does_not_import_dynamo():
 
 
 def test_the_parent_warms_up_what_its_trace_children_need():
-    """Before the first trace child forks, the parent imports dynamo; once a child needed torch.export,
-    the parent warms export up before the next child, which then starts warm."""
+    """Before the first trace child forks, the parent imports torch's symbolic shapes (every meta kernel's
+    `torch._check` needs them) but not dynamo, which a child the fast path serves never needs; once a child
+    needed torch.export, the parent warms export up before the next child, which then starts warm."""
     pytest.importorskip("torch")
     out = run_python("""
         import sys
@@ -73,14 +74,36 @@ def test_the_parent_warms_up_what_its_trace_children_need():
             return "torch._export.non_strict_utils" in sys.modules
 
         first = check("examples/tiny_gpt.py")  # the fast path: no export in the child
-        after_fast = ("torch._dynamo" in sys.modules, warm())
+        after_fast = ("torch._dynamo" in sys.modules, "torch.fx.experimental.symbolic_shapes" in sys.modules, warm())
         second = check("fixtures/builtin/torch_transformer.py")  # exported by its child
         after_export = warm()
         third = check("fixtures/builtin/torch_transformer.py")
         print(after_fast, after_export, warm(), *(sorted({model.engine for model in result.models})
                                                    for result in (first, second, third)))
     """)
-    assert out == "(True, False) False True ['traced (fx)'] ['traced (export)'] ['traced (export)']"
+    assert out == "(False, True, False) False True ['traced (fx)'] ['traced (export)'] ['traced (export)']"
+
+
+def test_meta_kernels_run_without_dynamo_and_export_wraps_them_as_before():
+    """torch's elementwise meta kernels are Python references whose first call imports dynamo (1.3 CPU-s)
+    only to wrap them against compilation: within refs_without_dynamo a model runs on meta without it, and
+    after it the references are torch's own again (export then imports dynamo and wraps them)."""
+    pytest.importorskip("torch")
+    out = run_python("""
+        import sys, torch
+        from reslint.trace.meta_init import CACHED_WRAPPER, disabled_references, refs_without_dynamo, skipped_meta_init
+
+        with torch.device("meta"), skipped_meta_init():
+            layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+            x = torch.empty(2, 8, 16)
+        with refs_without_dynamo():
+            y = layer(x) + torch.arange(16, device="meta")
+        left = [function for function in disabled_references() if CACHED_WRAPPER in function.__dict__]
+        print(len(disabled_references()) > 50, tuple(y.shape), y.is_meta, "torch._dynamo" in sys.modules, len(left))
+        z = torch.empty(2, 8, 16, device="meta") + x
+        print("torch._dynamo" in sys.modules)
+    """)
+    assert out == "True (2, 8, 16) True False 0\nTrue"
 
 
 def test_the_parent_collects_its_garbage_again_after_forking_a_child():

@@ -12,16 +12,15 @@ engine now judges differently, keeps its file unfixed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import os
-import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from reslint.discovery import FIX_TEMPORARY_PREFIX, SourceFile, root_relative
+from reslint.discovery import SourceFile, root_relative
+from reslint.file_gate import overlaid
 from reslint.findings import Finding, ModelSummary
 from reslint.fixes import Edit, Fix, fixer
 from reslint.fixes.source import Source, owner_class
@@ -296,15 +295,15 @@ def edits(before: str, after: str) -> tuple[Edit, ...]:
 
 def recheck(display: str, text: str, settings: Settings, linked: bool = False) -> list[Finding]:
     """What the static engine reports for `text` as the file `display`, after suppressions and filters;
-    `linked`: with the project stage's findings (RL301), for which the text is checked as a temporary
-    sibling of the file, so that its imports resolve as the file's do."""
+    `linked`: with the project stage's findings (RL301), for which the project is checked with `text` read
+    as the file (file_gate.overlaid: nothing is written), so that its imports resolve as the file's do."""
     static = dataclasses.replace(settings, static=True, cache=False, jobs=1)
     if linked:
         from reslint.runner import check_sources
 
-        with sibling(display, text) as temporary:
-            absolute = os.path.abspath(display)
-            report = check_sources([SourceFile(temporary, display, root_relative(absolute, settings.root))], static)
+        absolute = os.path.abspath(display)
+        with overlaid(absolute, text.encode("utf-8")):
+            report = check_sources([SourceFile(absolute, display, root_relative(absolute, settings.root))], static)
         return [finding for finding in report.findings if finding.path == display]
     result = cached_analysis(display, text.encode("utf-8"), settings, static)
     return reported(display, result.findings, text, settings)
@@ -347,18 +346,6 @@ def cached_analysis(display: str, data: bytes, settings: Settings, engine: Setti
     return result
 
 
-@contextlib.contextmanager
-def sibling(display: str, text: str) -> Iterator[str]:
-    """`text` in a temporary file next to `display` (raises OSError when the directory is not writable)."""
-    handle, temporary = tempfile.mkstemp(prefix=FIX_TEMPORARY_PREFIX, suffix=".py", dir=os.path.dirname(os.path.abspath(display)))
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-        yield temporary
-    finally:
-        os.unlink(temporary)
-
-
 def reported(display: str, findings: list[Finding], text: str, settings: Settings) -> list[Finding]:
     from reslint import filtering
 
@@ -368,17 +355,15 @@ def reported(display: str, findings: list[Finding], text: str, settings: Setting
 
 
 def still_traces(fixed_file: FileFix, settings: Settings, before_run: tuple | None = None) -> bool:
-    """Trace the edited file (a temporary sibling, so its imports resolve as before) and the
-    original (unless `before_run` has its findings and models); unless every model builds and traces
-    as before and the edited file gives the original's findings minus the fixed ones, drop the fixes."""
+    """Trace the edited file (its text imported as the file itself, never written: see
+    file_gate.overlaid) and the original (unless `before_run` has its findings and models); unless every
+    model builds and traces as before and the edited file gives the original's findings minus the fixed
+    ones, drop the fixes."""
     if not fixed_file.fixed:
         return True
-    before, before_models = before_run or traced(fixed_file.display, fixed_file.path, fixed_file.before, settings)
-    try:
-        with sibling(fixed_file.display, fixed_file.after) as temporary:
-            after, after_models = traced(fixed_file.display, temporary, fixed_file.after, settings)
-    except OSError as error:
-        return refuse(fixed_file, f"cannot write a temporary file next to it to trace the fixed code: {error.strerror}")
+    before, before_models = before_run or traced(fixed_file.display, fixed_file.before, settings)
+    with overlaid(fixed_file.path, fixed_file.after.encode("utf-8")):
+        after, after_models = traced(fixed_file.display, fixed_file.after, settings)
     engines = {model.name: model.engine for model in before_models}
     for model in after_models:
         failures = [note for note in model.notes if "failed" in note and note not in before_notes(before_models, model.name)]
@@ -410,9 +395,9 @@ def refuse(fixed_file: FileFix, reason: str) -> bool:
     return False
 
 
-def traced(display: str, path: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
+def traced(display: str, text: str, settings: Settings) -> tuple[list[Finding], list[ModelSummary]]:
     full = dataclasses.replace(settings, static=False, cache=False)
-    result = cached_analysis(display, text.encode("utf-8"), settings, full, source_path=path)
+    result = cached_analysis(display, text.encode("utf-8"), settings, full)
     return reported(display, result.findings, text, settings), result.models
 
 

@@ -130,10 +130,18 @@ class Finder:
         hints = (module.parent.name,) if module.stem == "__init__" else (module.stem, module.parent.name)
         found = []
         for path in self.files:
+            # Another file calls it only through an import naming it or its module (see FileReader.names_for):
+            # the project index's import words (kept from the static pass) spare reading every project file.
+            if path != defining and not self.imports_any(path, (name, *hints)):
+                continue
             text = self.text(path)
             if name in text and called.search(text) and (path == defining or any(hint in text for hint in hints)):
                 found.append(path)
         return found
+
+    def imports_any(self, path: str, words: tuple[str, ...]) -> bool:
+        imported = self.index.imported_words(Path(path))
+        return any(word in imported for word in words)
 
     def text(self, path: str) -> str:
         """A project file's text through the file gate (a regular file of bounded size): "" if refused."""

@@ -269,12 +269,20 @@ def _camel(snake: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in snake.split("_") if part)
 
 
-@lru_cache(maxsize=64)
 def consumed_in_file(path: str) -> frozenset[str]:
     """`consumed_classes` of a file, for the trace engine (which has the graph but not the file's other classes)."""
+    from reslint.file_gate import overlay_generation
+
+    return cached_consumed_in_file(path, overlay_generation())
+
+
+@lru_cache(maxsize=64)
+def cached_consumed_in_file(path: str, generation: int) -> frozenset[str]:
+    """consumed_in_file as the file reads under the overlays of `generation` (see file_gate.overlaid)."""
+    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
     try:
-        with open(path, "rb") as handle:
-            index = FileIndex(cst.parse_module(handle.read()))
+        index = FileIndex(cst.parse_module(read_project_file(path, None, MAX_SOURCE_BYTES)))
     except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):
         return frozenset()
     classes = [info for info in index.classes.values() if index.is_module_class(info)]

@@ -123,10 +123,13 @@ def propagate(module: Any, arguments: list) -> None:
     imports sympy and dynamo for symbolic shapes this never has)."""
     import torch.fx
 
+    from reslint.trace.meta_init import refs_without_dynamo
+
     class ValueProp(torch.fx.Interpreter):
         def run_node(self, node: Any) -> Any:
             result = super().run_node(node)
             node.meta["val"] = result
             return result
 
-    ValueProp(module).run(*arguments)
+    with refs_without_dynamo():
+        ValueProp(module).run(*arguments)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
 
+from reslint.file_gate import overlay
 from reslint.project_index import module_name, project_root, search_path
 
 
@@ -110,6 +112,39 @@ def is_project_module(module: object, directories: tuple[str, ...]) -> bool:
     return any(absolute.startswith(directory + os.sep) for directory in directories)
 
 
+class TextLoader(importlib.abc.SourceLoader):
+    """Loads a module from the text given, as the file `path` (its frames, `__file__` and relative
+    imports are the file's); no bytecode is read or written."""
+
+    def __init__(self, path: str, data: bytes):
+        self.path = path
+        self.data = data
+
+    def get_filename(self, fullname: str) -> str:
+        return self.path
+
+    def get_data(self, path: str) -> bytes:
+        return self.data
+
+
+def module_from_text(name: str, path: str, data: bytes) -> ModuleType:
+    """Import `data` as the module `name` at `path`: its package is imported first, as an import would."""
+    parent = name.rpartition(".")[0]
+    if parent:
+        importlib.import_module(parent)
+    spec = importlib.util.spec_from_file_location(name, path, loader=TextLoader(path, data))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    if parent:  # as the import system does: the package knows its submodule
+        setattr(sys.modules[parent], name.rpartition(".")[2], module)
+    return module
+
+
 @contextlib.contextmanager
 def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     """Import `path` for the duration of the block; raises ImportFailed (line, one-line message).
@@ -132,7 +167,10 @@ def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
         sys.path[:] = entries + [entry for entry in sys.path if entry not in entries]
         sys.argv = [path]
         try:
-            if package:
+            text = overlay(path)
+            if text is not None:  # a fix being checked: its text, as the file, never written (file_gate.overlaid)
+                module = module_from_text(name, path, text)
+            elif package:
                 # A module of a package: its relative imports need its real dotted name.
                 module = importlib.import_module(name)
                 if not same_file(getattr(module, "__file__", "") or "", path):

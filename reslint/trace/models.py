@@ -341,8 +341,9 @@ def stacks_arguments(cls: type, path: str) -> tuple[dict, str]:
         defaults = {name: parameter.default for name, parameter in inspect.signature(cls).parameters.items()}
         if not placement_parameters(defaults):
             return {}, ""
-        with open(path, encoding="utf-8") as file:
-            return arguments_from_stacks(path, cls.__name__, file.read())
+        from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
+        return arguments_from_stacks(path, cls.__name__, read_project_file(path, None, MAX_SOURCE_BYTES).decode("utf-8"))
     except Exception:  # noqa: BLE001 - an unreadable signature or project: the class's own defaults stand
         return {}, ""
 

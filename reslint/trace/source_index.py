@@ -114,10 +114,18 @@ class SourceIndex:
         return found[1] if found else 1
 
 
-@lru_cache(maxsize=64)
 def source_index(path: str) -> SourceIndex | None:
+    from reslint.file_gate import overlay_generation
+
+    return cached_source_index(path, overlay_generation())
+
+
+@lru_cache(maxsize=64)
+def cached_source_index(path: str, generation: int) -> SourceIndex | None:
+    """source_index of the file as it reads under the overlays of `generation` (see file_gate.overlaid)."""
+    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            return SourceIndex(handle.read())
+        return SourceIndex(read_project_file(path, None, MAX_SOURCE_BYTES).decode("utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
