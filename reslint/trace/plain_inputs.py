@@ -11,7 +11,10 @@ Where the code alone decides (a mask `(batch, 1, time)` broadcast against attent
 `(batch, time, idim)` a conv front end unsqueezes or transposes itself, queries split into heads), the
 plausible sets are tried in turn on a CPU copy of a small model with uninitialised weights (the shapes
 are what matter; data-dependent code runs as it would), and the first that runs goes first. When none
-runs, the first guess stands alone, so a failure reads as before.
+runs, the first guess stands alone, so a failure reads as before. The sets include what the forward's
+source tells (`forward_body`: a further input's rank from an einsum, an optional input an assertion asks
+for), images cut into the patch size the model keeps, and ids of the sequence length it keeps. A model
+too large to copy hands the capture its first few sets in turn.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def plain_candidates(model: Any) -> list[Candidate]:
     for first, like, extra, where in firsts:
         for choice in CHOICES:
             candidate = complete(model, first, like, extra, where, choice)
-            # the same with the ranks the body reads further inputs with, right after: a guess that ran before still runs first
+            # then with the ranks the body reads further inputs with: a guess that ran before still runs first
             for each in (candidate, ranked(candidate, ranks)):
                 if each not in tried:
                     tried.append(each)
