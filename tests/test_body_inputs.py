@@ -77,6 +77,13 @@ def test_images_are_cut_into_the_patch_size_the_model_keeps():
 
 
 def test_only_the_optional_inputs_a_message_names_are_asked_for():
+    class Cached(torch.nn.Module):
+        def forward(self, idx, input_pos=None, mask=None):
+            if input_pos is not None and idx.dim() > 2:
+                raise ValueError(f"input_pos {input_pos.shape} needs idx of 2 dims; pass input_pos only with a cache")
+            assert idx.dim() == 2, "idx must be 2-D"
+
+    assert asked_inputs(Cached()) == ["input_pos"]  # once, though named twice; `idx` is required anyway
     stack = fixture_module().CrossStack()
     assert asked_inputs(stack) == ["context"]
     assert shapes(infer_inputs(stack, "meta")) == {0: (2, 16, 16), "context": (2, 16, 16)}

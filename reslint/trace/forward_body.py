@@ -43,8 +43,8 @@ def asked_inputs(model: Any) -> list[str]:
         message = node.msg if isinstance(node, ast.Assert) else node.exc if isinstance(node, ast.Raise) else None
         text = " ".join(piece.value for piece in ast.walk(message) if isinstance(piece, ast.Constant)
                         and isinstance(piece.value, str)) if message is not None else ""
-        asked += [word for word in re.findall(r"[A-Za-z_]\w*", text) if word in optional and word not in asked]
-    return asked
+        asked += [word for word in re.findall(r"[A-Za-z_]\w*", text) if word in optional]
+    return list(dict.fromkeys(asked))
 
 
 def parameter_ranks(model: Any) -> dict[str, int]:
