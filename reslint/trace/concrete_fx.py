@@ -6,8 +6,9 @@
 tensors, a small model) while it records the graph: each node carries the value it computed
 (`meta["val"]`, what the graph reader takes shapes from), so a branch, `int()`, `len()` or a loop
 over a traced value follows the example input, as draft_export's graph does. Inputs that are not
-floating-point tensors (lengths, masks, ids, flags) are fed as constants: what the model computes
-from them (a padding mask) enters the graph as a constant. torch.nn layers stay leaves, as in fx.
+floating-point tensors (lengths, masks, further ids, flags) are fed as constants, except the first input
+(token ids): what the model computes from them (a padding mask) enters the graph as a constant. torch.nn
+layers stay leaves, as in fx.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
     from torch.fx.node import map_aggregate
 
     values: dict[Any, Any] = {}  # node -> the value it computed
-    traced = {name: value for name, value in arguments.items() if isinstance(value, torch.Tensor)}
+    tensors = [name for name, value in arguments.items() if isinstance(value, torch.Tensor)]
+    # the data flows from the first input (token ids too) and the features; lengths and masks stay constants,
+    # so `isinstance(ilens, torch.Tensor)` and what is computed from them hold as in eager code
+    traced = {name: arguments[name] for name in tensors if name == tensors[0] or arguments[name].is_floating_point()}
     parameters = inspect.signature(model.forward).parameters
     constants = {name: value for name, value in arguments.items() if name not in traced and name in parameters}
 

@@ -11,7 +11,10 @@ Where the code alone decides (a mask `(batch, 1, time)` broadcast against attent
 `(batch, time, idim)` a conv front end unsqueezes or transposes itself, queries split into heads), the
 plausible sets are tried in turn on a CPU copy of a small model with uninitialised weights (the shapes
 are what matter; data-dependent code runs as it would), and the first that runs goes first. When none
-runs, the first guess stands alone, so a failure reads as before.
+runs, the first guess stands alone, so a failure reads as before. The sets include what the forward's
+source tells (`forward_body`: a further input's rank from an einsum, an optional input an assertion asks
+for), images cut into the patch size the model keeps, and ids of the sequence length it keeps. A model
+too large to copy hands the capture its first few sets in turn.
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from reslint.trace.forward_body import asked_inputs, parameter_ranks
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
-PROBE_SECONDS = 15.0  # for all the tries of one model
+PROBE_SECONDS = 15.0  # CPU time for all the tries of one model: a loaded machine does not cut the tries short
 PROBE_TRIES = 48
+UNPROBED_TRIES = 3  # candidates handed to the capture in turn when the model is too large to probe
+LENGTH_ATTRIBUTES = ("max_seq_len", "max_seq_length", "block_size", "context_length")
+MAX_OWN_LENGTH = 2048
 FEATURE_WIDTHS = (16, 32, 80)  # a speech front end's features: the inferred `idim`, the common width, 80 mel bins
 
 
@@ -35,17 +42,37 @@ def plain_candidates(model: Any) -> list[Candidate]:
     firsts = first_inputs(model)
     guess = complete(model, *firsts[0], Choice())
     tried = [guess]
+    ranks = parameter_ranks(model)
     for first, like, extra, where in firsts:
         for choice in CHOICES:
             candidate = complete(model, first, like, extra, where, choice)
-            if candidate not in tried:
-                tried.append(candidate)
+            # then with the ranks the body reads further inputs with: a guess that ran before still runs first
+            for each in (candidate, ranked(candidate, ranks)):
+                if each not in tried:
+                    tried.append(each)
     required = [parameter.name for parameter in forward_parameters(model).values()
                 if parameter.default is inspect.Parameter.empty and parameter.kind is not parameter.VAR_POSITIONAL
                 and parameter.kind is not parameter.VAR_KEYWORD and parameter.kind is not parameter.POSITIONAL_ONLY]
     if required and all(NUMBER_NAMES.fullmatch(name.lower()) for name in required):  # `forward(self, i, j)`: sizes
         tried.append(([], {name: SEQ for name in required}, "sizes " + ", ".join(f"{name}={SEQ}" for name in required)))
+    tried += [asked for name in asked_inputs(model) if (asked := with_input(guess, name, model)) is not None]
     return probe(model, tried)
+
+
+def with_input(candidate: Candidate, name: str, model: Any) -> Candidate | None:
+    """`candidate` plus the optional input `name`, made like its first tensor (a cross-attention stack's
+    `context=None` that an assertion asks for); None when it cannot be made."""
+    specs, extra, where = candidate
+    parameter = forward_parameters(model).get(name)
+    if not specs or not isinstance(specs[0], TensorSpec) or parameter is None or name in extra \
+            or any(spec.name == name for spec in specs):
+        return None
+    first = specs[0]
+    batch = first.shape[0] if first.shape else BATCH
+    spec = parameter_spec(parameter, first, batch, first.shape[1] if len(first.shape) >= 2 else SEQ)
+    if spec is None:
+        return None
+    return [*specs, spec], extra, f"{where}; `{name}`, which the forward's assertion asks for"
 
 
 def first_token_ids(model: Any) -> Candidate | None:
@@ -132,12 +159,57 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         # a conv front end over (batch, time, features) unsqueezed to one channel (speech subsampling)
         found += [(TensorSpec(first.dtype, (BATCH, 4 * SEQ, width)), None, extra, f"{where}, as (batch, time, {width} features)")
                   for width in FEATURE_WIDTHS]
+    if len(shape) in (2, 3) and shape[1] == SEQ and (length := own_length(model)) is not None:
+        found.append((TensorSpec(first.dtype, (shape[0], length, *shape[2:]), first.high), None, extra,
+                      f"{where}, {length} positions: the model's own length"))
+    if first.dtype.startswith("float") and len(shape) != 4 and (patch := patch_size(model)) is not None:
+        found += image_inputs(model, patch, shape[-1] if shape else None, extra, where)
     names = positional_names(model)
     if first.dtype.startswith("float") and len(shape) == 3 and names[:1] in (["q"], ["query"]):
         heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
     return found
+
+
+def own_length(model: Any) -> int | None:
+    """The sequence length a model keeps (`self.max_seq_len`) where it may compute position terms for exactly
+    that many positions (T5's relative position bias), when it is longer than the default and not huge."""
+    for name in LENGTH_ATTRIBUTES:
+        value = getattr(model, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and SEQ < value <= MAX_OWN_LENGTH:
+            return value
+    return None
+
+
+def patch_size(model: Any) -> tuple[int, int] | None:
+    """The patch size a model that cuts images into patches itself keeps (`self.patch_size = patch_size`)."""
+    size = getattr(model, "patch_size", None)
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size, size
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(side, int) and side > 0 for side in size):
+        return size[0], size[1]
+    return None
+
+
+def image_inputs(model: Any, patch: tuple[int, int], width: int | None, extra: dict,
+                 where: str) -> list[tuple[TensorSpec, None, dict, str]]:
+    """Images `(batch, channels, height, width)` whose sides are multiples of the patch size: the model's own
+    image size first, then 4, 2 and 1 patches a side (fewer patches than a position table holds). The
+    channels are the model's own, else what a flattened patch (channels x patch area) leaves, else 3."""
+    channels = next((value for name in ("channels", "in_channels", "num_channels", "in_chans")
+                     if isinstance(value := getattr(model, name, None), int) and not isinstance(value, bool)), None)
+    area = patch[0] * patch[1]
+    if channels is None:
+        channels = width // area if width and width % area == 0 else 3
+    sides = []
+    own = getattr(model, "image_size", None)
+    if isinstance(own, int) and own % patch[0] == 0 and own % patch[1] == 0:
+        sides.append((own, own))
+    sides += [(patch[0] * count, patch[1] * count) for count in (4, 2, 1)]
+    return [(TensorSpec("float32", (BATCH, channels, *side)), None, extra,
+             f"{where}, as images cut into {patch[0]}x{patch[1]} patches")
+            for side in dict.fromkeys(sides)]
 
 
 def named_first_input(model: Any) -> tuple[TensorSpec, None, dict, str] | None:
@@ -210,6 +282,26 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     return specs, values, where
 
 
+def ranked(candidate: Candidate, ranks: dict[str, int]) -> Candidate:
+    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with."""
+    specs, extra, where = candidate
+    if not ranks or len(specs) < 2 or not isinstance(specs[0], TensorSpec):
+        return candidate
+    return [specs[0], *(with_rank(spec, ranks.get(spec.name)) if spec.name else spec for spec in specs[1:])], extra, where
+
+
+def with_rank(spec: TensorSpec, rank: int | None) -> TensorSpec:
+    """A features tensor given the rank the forward's body reads it with: more axes go first (a stack of
+    layers' hidden states `(layers, batch, time, width)`), fewer keep the batch and the width."""
+    if rank is None or not spec.dtype.startswith("float") or rank == len(spec.shape) or not spec.shape:
+        return spec
+    if rank > len(spec.shape):
+        shape = (BATCH,) * (rank - len(spec.shape)) + spec.shape
+    else:
+        shape = spec.shape[:1] + spec.shape[len(spec.shape) - rank + 1:]
+    return TensorSpec(spec.dtype, shape, spec.high, spec.name, spec.fill)
+
+
 def number_value(parameter: Any, choice: Choice, seq: int) -> Any:
     """The Python value of a required parameter annotated as a number or flag (or named like a size, under
     `choice.numbers`), else None."""
@@ -268,17 +360,18 @@ def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int, mask
 
 
 def probe(model: Any, candidates: list[Candidate]) -> list[Candidate]:
-    """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first."""
+    """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first;
+    the first few in order when the model is too large to copy."""
     if len(candidates) < 2:
         return candidates[:1]
     copy = probe_copy(model)
-    if copy is None:
-        return candidates[:1]
+    if copy is None:  # the capture tries a few in turn (a failure still reports the first)
+        return candidates[:UNPROBED_TRIES]
     import torch
 
-    deadline = time.monotonic() + PROBE_SECONDS
+    deadline = time.process_time() + PROBE_SECONDS
     for candidate in candidates[:PROBE_TRIES]:
-        if time.monotonic() > deadline:
+        if time.process_time() > deadline:
             break
         specs, extra, _ = candidate
         args = tuple(make_tensor(spec, "cpu") for spec in specs if not spec.name)
