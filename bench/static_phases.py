@@ -143,6 +143,7 @@ WHOLE_RUN_PHASES = (
     ("file links", "reslint.analysis", "file_links"),
     ("filtering", "reslint.runner", "reported"),
     ("fix availability", "reslint.runner", "file_fixes"),
+    ("fix availability (in the worker)", "reslint.fixes.worker", "worker_fixes"),
     ("fix: candidates", "reslint.fixes.apply", "candidate"),
     ("fix: re-check", "reslint.fixes.apply", "recheck"),
     ("fix availability (after the run)", "reslint.fixes.apply", "with_fixes"),

@@ -33,7 +33,7 @@ import hashlib
 import os
 import re
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -43,6 +43,11 @@ INSTALL_DIRECTORIES = ("site-packages", "dist-packages")
 MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
 MAX_REEXPORT_HOPS = 8
 MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project this size at most
+# What the caches of project files' trees may hold, in bytes of the files' source: an `ast` tree takes some 15
+# times its source, a libcst index several times more. Kept for the whole run, the trees of every file a
+# construction-site search read grew a static check of transformers' models/ by about 1 MB a file.
+MAX_CACHED_TREE_SOURCE = 4_000_000
+MAX_CACHED_INDEX_SOURCE = 1_500_000
 # Imported classes read for their defaults: configuration objects, by the names they go by.
 CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
                    "Settings")
@@ -157,12 +162,15 @@ class ProjectIndex:
     def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None):
         self.root = Path(os.path.abspath(root))
         self.configured_root = configured_root
-        self._trees: dict[tuple[Path, str], ast.Module | None] = {}
+        self._trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = OrderedDict()  # -> (tree, size)
+        self._tree_source = 0  # the bytes of source of the trees held
         self._import_words: dict[Path, tuple[int, int, int, frozenset[str]]] = {}  # path -> (run, mtime, size, words)
-        self._indexes: dict[tuple[Path, str], object] = {}
+        self._indexes: OrderedDict[tuple[Path, str], tuple[object, int]] = OrderedDict()  # -> (index, size)
+        self._index_source = 0
         self._facts: dict[tuple, object] = {}
         self._files: list[Path] | None = None
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
+        self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -190,11 +198,19 @@ class ProjectIndex:
         if source is None:
             return None
         key = (path, hashlib.sha1(source).hexdigest())
-        if key not in self._trees:
-            if len(self._trees) > 4096:
-                self._trees.clear()
-            self._trees[key] = parse_quietly(source, path)
-        return self._trees[key]
+        known = self._trees.get(key)
+        if known is not None:
+            self._trees.move_to_end(key)
+            return known[0]
+        tree = parse_quietly(source, path)
+        self._trees[key] = (tree, len(source))
+        self._tree_source += len(source)
+        while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
+            dropped, size = self._trees.popitem(last=False)[1]
+            self._tree_source -= size
+            _imports_of.pop(id(dropped), None)  # they hold the tree too
+            _named_calls.pop(id(dropped), None)
+        return tree
 
     def imported_words(self, path: Path) -> frozenset[str]:
         """The words of the file's import statements, from its text (a superset of the names it imports;
@@ -266,15 +282,24 @@ class ProjectIndex:
         if source is None:
             return None
         key = (path, hashlib.sha1(source).hexdigest())
-        if key not in self._indexes:
-            if len(self._indexes) > 512:
-                self._indexes.clear()
-                self._facts.clear()  # keyed by the identity of an index
-            try:
-                self._indexes[key] = index_class(cst.parse_module(source.decode("utf-8")))
-            except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
-                self._indexes[key] = None
-        return self._indexes[key]
+        known = self._indexes.get(key)
+        if known is not None:
+            self._indexes.move_to_end(key)
+            return known[0]
+        try:
+            index = index_class(cst.parse_module(source.decode("utf-8")))
+        except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+            index = None
+        self._indexes[key] = (index, len(source))
+        self._index_source += len(source)
+        while self._index_source > MAX_CACHED_INDEX_SOURCE and len(self._indexes) > 1:
+            dropped, size = self._indexes.popitem(last=False)[1]
+            self._index_source -= size
+            if dropped is not None:  # facts keyed by the identity of an index: another may get its id
+                gone = id(dropped)
+                for fact in [fact for fact in self._facts if gone in fact]:
+                    del self._facts[fact]
+        return index
 
     def norm_kind(self, importer: str | os.PathLike, dotted: str, evaluator_class) -> str | None:
         """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a
@@ -512,7 +537,12 @@ class ProjectIndex:
         if self._positions is None or len(self._positions) != len(files):
             self._positions = {file: position for position, file in enumerate(files)}
         target_position = self._positions.get(target, -1)
-        for position, candidate in enumerate(files):
+        importing = self.files_importing(files)
+        places = {target_position} if target_position >= 0 else set()
+        for word in (*sites, stem):
+            places.update(importing.get(word, ()))
+        for position in sorted(places):
+            candidate = files[position]
             if position == target_position:  # a Path comparison per project file and class was a cost too
                 tree = self.syntax_tree(target)
                 for class_name in sites:
@@ -528,6 +558,18 @@ class ProjectIndex:
                 if tree is not None:
                     sites[class_name].extend(collect(candidate, tree, names, modules, class_name))
         return sites
+
+    def files_importing(self, files: list[Path]) -> dict[str, list[int]]:
+        """Each word of the project files' import statements -> the places (in `files`) of the files whose
+        `imported_words` hold it, once per run: a construction-site search then looks only at the files that
+        may import the class or its module, not at every file of the project for every class asked."""
+        if self._importing is None or self._importing[0] != ProjectIndex._run:
+            importing: dict[str, list[int]] = {}
+            for position, candidate in enumerate(files):
+                for word in self.imported_words(candidate):
+                    importing.setdefault(word, []).append(position)
+            self._importing = (ProjectIndex._run, importing)
+        return self._importing[1]
 
     def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
         """The local names `candidate` binds to the class, and to the module defining it."""

@@ -186,3 +186,66 @@ def test_the_nesting_check_finds_the_depth_and_place_ast_iter_child_nodes_finds(
         checked += 1
     assert nesting(ast.parse(texts[1]))[0] > 1500
     assert checked > 100
+
+
+POST_LN_BLOCK = """import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.attn = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        {body}
+"""
+
+
+def test_rl101s_fix_refuses_a_block_it_cannot_rewrite_before_placing_the_module() -> None:
+    from reslint.findings import Finding
+    from reslint.fixes import rl101_pre_ln
+    from reslint.fixes.source import Source
+
+    finding = Finding("RL101", "Post-LN", "block.py", 4, 1, "Block")
+    norm_after_add = Source(POST_LN_BLOCK.format(body="x = x + self.attn(x)\n        return self.norm(x)"))
+    assert rl101_pre_ln.fix(norm_after_add, finding) is None
+    assert "positions" not in norm_after_add.__dict__  # the whole module's codegen was spared
+    norm_of_a_sum = Source(POST_LN_BLOCK.format(body="return self.norm(x + self.attn(x))"))
+    fixed = rl101_pre_ln.fix(norm_of_a_sum, finding)
+    assert "h = self.norm(x)\n        return x + self.attn(h)" in fixed
+
+
+def test_project_trees_past_the_budget_are_dropped_and_the_construction_sites_stay_the_same(tmp_path, monkeypatch) -> None:
+    import reslint.project_index as project_index
+    from reslint.project_index import ProjectIndex
+
+    files = {
+        "conv.py": "class ConvModule:\n    pass\n\n\nclass Gate:\n    pass\n",
+        "block.py": "from conv import ConvModule as Conv\n\n\nclass Block:\n    def __init__(self):\n        self.conv = Conv()\n",
+        "main.py": "import conv\n\n\ndef build():\n    return conv.ConvModule(), conv.Gate()\n",
+        "gated.py": "from conv import Gate\n\n\nclass Gated:\n    def __init__(self):\n        self.gate = Gate()\n",
+    }
+    for name, text in {"pyproject.toml": "", **files}.items():
+        (tmp_path / name).write_text(text)
+
+    def sites() -> tuple[dict, ProjectIndex]:
+        ProjectIndex._shared.clear()
+        index = ProjectIndex.for_file(tmp_path / "conv.py")
+        found = {}
+        for _ in range(2):  # asked again after other trees pushed the first ones out
+            for name in ("ConvModule", "Gate"):
+                found.setdefault(name, []).append(sorted((site.path.name, site.line, site.scope)
+                                                         for site in index.construction_sites(tmp_path / "conv.py", name)))
+        return found, index
+
+    unbounded, _ = sites()
+    monkeypatch.setattr(project_index, "MAX_CACHED_TREE_SOURCE", 1)  # one tree at a time
+    monkeypatch.setattr(project_index, "_named_calls", {})  # what the trees of the first run left
+    monkeypatch.setattr(project_index, "_imports_of", {})
+    bounded, index = sites()
+    assert bounded == unbounded
+    assert unbounded["Gate"][0] == [("gated.py", 6, "Gated"), ("main.py", 5, "build")]
+    assert len(index._trees) == 1
+    held = {id(tree) for tree, _ in index._trees.values()}
+    assert set(project_index._named_calls) <= held and set(project_index._imports_of) <= held

@@ -215,6 +215,7 @@ class Parsed:
         self.text = text
         self.module = module  # the text's libcst module when the engine parsed it already
         self.source: Source | None = None
+        self.candidates: dict[tuple, str | None] = {}  # see candidate
 
     def get(self) -> Source:
         if self.source is None:
@@ -239,9 +240,16 @@ def attempt(display: str, text: str, finding: Finding, base: list[Finding], sett
 def candidate(display: str, text: str, finding: Finding, parsed: Parsed | None = None) -> str | None:
     """The fixer's text for `finding` when it compiles and changes only the finding's scope (not yet
     re-checked); None otherwise. (`parsed`: `text`'s Source, shared between candidates.)"""
+    parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
+    asked = (display, *fix_key(finding))  # all a fixer reads of the finding
+    if asked not in parsed.candidates:  # asked again by the attempt that re-checks it: the same answer
+        parsed.candidates[asked] = fixed_text(display, text, finding, parsed)
+    return parsed.candidates[asked]
+
+
+def fixed_text(display: str, text: str, finding: Finding, parsed: Parsed) -> str | None:
     from reslint.analysis import collector_paused
 
-    parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
     try:
         with collector_paused():  # a large tree: see collector_paused
             source = parsed.get()

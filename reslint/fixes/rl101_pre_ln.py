@@ -25,7 +25,7 @@ TEMPORARY_NAMES = ("h", "normed", "x_norm")
 
 def fix(source: Source, finding: Finding) -> str | None:
     block = source.class_def(owner_class(finding))
-    if block is None:
+    if block is None or not calls_a_norm_on_a_sum(block):
         return None
     replacements = pre_ln_statements(source, block)
     if not replacements:
@@ -50,10 +50,42 @@ def scope(source: Source, finding: Finding) -> list[range]:
     return [source.lines(block), *(source.lines(model) for model, _, _ in stacks_of(source, block.name.value))]
 
 
+def block_norms(block: cst.ClassDef) -> set[str]:
+    return {name for name, assignment in self_attributes(block).items() if isinstance(assignment.value, cst.Call)
+            and dotted(assignment.value.func).rsplit(".", 1)[-1] in NORM_NAMES}
+
+
+def calls_a_norm_on_a_sum(block: cst.ClassDef) -> bool:
+    """Whether the block calls one of its norms on a sum, `self.norm(x + f(x))`, the form the fix rewrites: asked
+    of the tree first, as most blocks an RL101 finding names write Post-LN otherwise (`x = self.norm(x)` after
+    the add) and the positions of the whole module, which `pre_ln_statements` needs, are then spared."""
+    wanted = {f"self.{name}" for name in block_norms(block)}
+    return bool(wanted) and any(dotted(call.func) in wanted and len(call.args) == 1 and is_sum(call.args[0].value)
+                                for call in calls_in(block))
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    from reslint.static.walk import walk as walk_tree  # libcst's visit, without rebuilding each node
+
+    class Calls(cst.CSTVisitor):
+        def __init__(self):
+            self.found: list[cst.Call] = []
+
+        def visit_Call(self, call: cst.Call) -> None:
+            self.found.append(call)
+
+    visitor = Calls()
+    walk_tree(node, visitor)
+    return visitor.found
+
+
+def is_sum(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)
+
+
 def pre_ln_statements(source: Source, block: cst.ClassDef) -> dict[cst.CSTNode, list[cst.BaseStatement]]:
     """Each Post-LN statement of the block with the Pre-LN statements replacing it; {} unless all are simple."""
-    norms = {name for name, assignment in self_attributes(block).items() if isinstance(assignment.value, cst.Call)
-             and dotted(assignment.value.func).rsplit(".", 1)[-1] in NORM_NAMES}
+    norms = block_norms(block)
     used = {node.value for node in source.within(block, cst.Name)}
     temporary = next((name for name in TEMPORARY_NAMES if name not in used), None)
     replacements: dict[cst.CSTNode, list[cst.BaseStatement]] = {}

@@ -8,6 +8,7 @@ it leaves what the engine can see, the answer is "undecided", never "no final no
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
@@ -130,13 +131,12 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     class declaring `config: ...VisionConfig`), or what a constructor of another file builds for `self.encoder`."""
     names = {info.name for info in classes}
     referenced: set[str] = set()
-    loaded_configs: set[str] = set()
     unseen_attributes: set[str] = set()
+    references = class_references(index)
+    loaded_configs = references.loaded_configs
     for info in index.classes.values():  # a consumer may be no module class here (its base is in another file)
-        visitor = _References(names - {info.name})
-        walk(info.node.body, visitor)
-        referenced |= visitor.names
-        loaded_configs |= visitor.loaded_configs
+        visitor = references.of_class[info.name]
+        referenced |= {name for name in visitor.names if name in names and name != info.name}
         unseen_attributes |= {_camel(attr) for attr in visitor.called
                               if index.submodule(info, attr) is None and index.method(info, attr) is None}
     for info in classes:
@@ -183,12 +183,7 @@ def loaded_through_config(classes: list[ClassInfo], loaded_configs: set[str]) ->
 
 def loaded_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     """`loaded_through_config` over the sub-configs every class of the file loads."""
-    loaded_configs: set[str] = set()
-    for info in index.classes.values():
-        visitor = _References(set())
-        walk(info.node.body, visitor)
-        loaded_configs |= visitor.loaded_configs
-    return loaded_through_config(classes, loaded_configs)
+    return loaded_through_config(classes, class_references(index).loaded_configs)
 
 
 def visible_loaders(index: FileIndex, classes: list[ClassInfo]) -> dict[tuple[str, str], str]:
@@ -233,11 +228,15 @@ def _loaded_config(value: cst.BaseExpression) -> str:
 
 
 class _References(cst.CSTVisitor):
+    """What one class body names of `names`, the `self.X(...)` it calls, the sub-configs it loads, and the
+    attributes it reaches through a submodule (`reached_into`)."""
+
     def __init__(self, names: set[str]):
         self.wanted = names
         self.names: set[str] = set()
         self.loaded_configs: set[str] = set()
         self.called: set[str] = set()  # `self.X(...)`
+        self.nested: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in self.wanted:
@@ -254,24 +253,43 @@ class _References(cst.CSTVisitor):
                     self.loaded_configs.add(_camel(value.attr.value))
 
 
-def reached_into(index: FileIndex) -> set[str]:
-    """Attributes code reaches through a submodule (`self.encoder.layers[i]`, `self.visual.transformer.resblocks`):
-    a stack run from outside its class, whose class's own output is then not where the stream ends."""
-    visitor = _NestedAttributes()
-    for info in index.classes.values():
-        walk(info.node.body, visitor)
-    return visitor.names
-
-
-class _NestedAttributes(cst.CSTVisitor):
-    def __init__(self):
-        self.names: set[str] = set()
-
     def visit_Attribute(self, node: cst.Attribute) -> None:
         inner = node.value
         if isinstance(inner, cst.Attribute) and isinstance(inner.value, (cst.Attribute, cst.Name)) and (
                 not isinstance(inner.value, cst.Name) or inner.value.value == "self"):
-            self.names.add(node.attr.value)
+            self.nested.add(node.attr.value)
+
+
+@dataclass
+class ClassReferences:
+    of_class: dict[str, _References]  # class name -> what its body names (of the file's classes) and calls
+    loaded_configs: set[str]
+    nested: set[str]
+
+
+_references_of: list[tuple[FileIndex, ClassReferences]] = []  # the last file's: the engine asks while it runs
+
+
+def class_references(index: FileIndex) -> ClassReferences:
+    """One walk of each class body of the file, for `consumed_classes`, `loaded_classes` and `reached_into`
+    (three walks of every body, and the loaded sub-configs twice, before)."""
+    if _references_of and _references_of[0][0] is index:
+        return _references_of[0][1]
+    of_class, loaded_configs, nested = {}, set(), set()
+    for info in index.classes.values():
+        visitor = of_class[info.name] = _References(set(index.classes))
+        walk(info.node.body, visitor)
+        loaded_configs |= visitor.loaded_configs
+        nested |= visitor.nested
+    references = ClassReferences(of_class, loaded_configs, nested)
+    _references_of[:] = [(index, references)]
+    return references
+
+
+def reached_into(index: FileIndex) -> set[str]:
+    """Attributes code reaches through a submodule (`self.encoder.layers[i]`, `self.visual.transformer.resblocks`):
+    a stack run from outside its class, whose class's own output is then not where the stream ends."""
+    return set(class_references(index).nested)
 
 
 def _config_class(info: ClassInfo) -> str:
