@@ -104,3 +104,53 @@ def test_draft_export_within_its_share_is_kept(tmp_path):
     result = trace_file(str(path), None, Settings(root=str(tmp_path), timeout=120))
     assert result.findings == []
     assert [capture.method for capture in result.captures] == ["draft_export"]
+
+
+SHARED = textwrap.dedent('''\
+    import torch
+    import torch.nn as nn
+
+
+    class Backbone(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.norm = nn.LayerNorm(8)
+
+        def forward(self, x):
+            h = self.fc(x)
+            if h.sum() > 0:
+                return self.norm(x + h)
+            return self.norm(x - h)
+
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = Backbone()
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.backbone(x))
+
+
+    class Regressor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = Backbone()
+            self.head = nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(self.backbone(x))
+''')
+
+
+def test_a_backbone_captured_on_cpu_is_replayed_on_cpu_for_its_heads(tmp_path, monkeypatch):
+    """ViLT: the backbone's patch selection cannot run on meta, so its heads replay the CPU build it was captured on."""
+    path = tmp_path / "shared.py"
+    path.write_text(SHARED)
+    monkeypatch.setattr(capture_module, "DRAFT_SHARE", 1e-6)
+    result = trace_file(str(path), None, Settings(root=str(tmp_path), timeout=120))
+    assert result.findings == []
+    captured = {capture.model_name: (capture.method, capture.backbone.method) for capture in result.captures}
+    assert captured == {"Classifier": ("export", "concrete_fx"), "Regressor": ("export", "concrete_fx")}

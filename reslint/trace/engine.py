@@ -285,7 +285,9 @@ def trace_with_backbone(item: Any, attribute: str, backbone: Any, module: Any, p
 
     original = getattr(item.model, attribute)
     scratch = TraceResult()
-    setattr(item.model, attribute, make_replay(original))
+    # A backbone captured on CPU (data-dependent code: its meta build cannot run) replays on that CPU build.
+    replayed = backbone.model if type(backbone.model) is type(original) and not on_meta(backbone.model) else original
+    setattr(item.model, attribute, make_replay(replayed))
     try:
         trace_one(item, module, path, real, timeout, deadline, scratch, cpu_fallback=False)
     finally:
@@ -300,6 +302,10 @@ def trace_with_backbone(item: Any, attribute: str, backbone: Any, module: Any, p
     result.captures.append(capture)
     result.lines[item.spec.name] = item.spec.line
     return True
+
+
+def on_meta(model: Any) -> bool:
+    return any(parameter.device.type == "meta" for parameter in model.parameters())
 
 
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
