@@ -39,6 +39,15 @@ from reslint.trace.loader import (
 
 DRAFT_EXPORT_MAX_PARAMETERS = 50_000_000  # rebuilding on CPU for draft_export: at most ~200 MB of weights
 exported = False  # whether this process ran torch.export (the parent of the next traces warms it up then)
+# draft_export runs every op on fake and real values and can take minutes (ViLT's patch selection, a chain of
+# `nonzero`/`multinomial` and per-row loops: 433 s); past this share of the time left, fx with concrete values
+# (step 4) follows the example input's branches the same way in seconds.
+DRAFT_SHARE = 0.5
+
+
+class DraftTimeout(Exception):
+    def __str__(self) -> str:
+        return f"draft_export ran past its share ({DRAFT_SHARE:g}) of the time left"
 
 
 @dataclass
@@ -246,7 +255,7 @@ def capture_model(
             return Capture(program.graph_module, "draft_export", target, name, line, notes, program,
                            example.description)
 
-        result = attempt("draft_export", via_draft)
+        result = attempt("draft_export", lambda: within_share(via_draft))
         if result is not None:
             return result, failures
 
@@ -259,8 +268,10 @@ def capture_model(
         return capture
 
     result = attempt("fx", via_fx)
-    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind
-    if result is None and cpu_variant is not None and locate(failures[-1].error, path) is not None:
+    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind; a
+    # Proxy iterated or branched on outside the file (a transformers decorator unpacking `**kwargs`) too
+    if result is None and cpu_variant is not None and (locate(failures[-1].error, path) is not None
+                                                       or type(failures[-1].error).__name__ == "TraceError"):
         where = locate(failures[0].error, path)
         guard = f"{os.path.basename(path)}:{where.line}" if where else ""
         result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
@@ -269,6 +280,17 @@ def capture_model(
         result.notes.insert(0, f"export failed: {first.reason}")
         return result, failures
     return None, failures
+
+
+def within_share(run: Callable[[], Capture]) -> Capture:
+    """`run()` limited to DRAFT_SHARE of the time left (DraftTimeout); no limit where none is set."""
+    import signal
+
+    from reslint.trace.engine import time_limit
+
+    left = signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "getitimer") else 0.0
+    with time_limit(left * DRAFT_SHARE if left else None, DraftTimeout):
+        return run()
 
 
 def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str) -> Capture:

@@ -13,9 +13,11 @@ layers stay leaves, as in fx.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
 import re
+from collections.abc import Iterator
 from typing import Any
 
 CONCRETE_ATTRIBUTES = frozenset({"dtype", "device", "ndim", "shape", "layout", "is_cuda", "is_meta", "requires_grad"})
@@ -58,6 +60,9 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
         def __float__(self) -> float:
             return float(values[self.node])
 
+        def __setitem__(self, key: Any, value: Any) -> None:  # `scores[mask] = 0`: in place, as it runs
+            self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
     class ConcreteTracer(torch.fx.Tracer):
         def proxy(self, node: Any) -> Any:
             return ConcreteProxy(node, self)
@@ -67,7 +72,8 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
             if kind == "placeholder":  # a constant input keeps one too (`mask_1`), which fx asserts on
                 value = traced[target] if target in traced else constants.get(re.sub(r"_\d+$", "", target))
             elif kind == "get_attr":
-                value = operator.attrgetter(target)(self.root)
+                with _maybe_revert_all_patches():  # the module's own attribute, not the tracer's proxy of it
+                    value = operator.attrgetter(target)(self.root)
             else:
                 call_args, call_kwargs = concrete(tuple(args)), concrete(dict(kwargs))
                 with _maybe_revert_all_patches():  # run the op itself, not the tracer's patched module calls
@@ -75,6 +81,13 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
             values[proxy.node] = value
             proxy.node.meta["val"] = value
             return proxy
+
+        def call_module(self, module: Any, forward: Any, args: Any, kwargs: Any) -> Any:
+            try:
+                self.path_of_module(module)
+            except NameError:  # a layer made inside the forward (`nn.Softmax(dim=-1)(scores)`): its ops are traced
+                return forward(*args, **kwargs)
+            return super().call_module(module, forward, args, kwargs)
 
         def to_bool(self, obj: Any) -> bool:
             return bool(values[obj.node])
@@ -90,12 +103,35 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
     # packing checks its arguments' types: it runs whole, on the concrete values, as one node
     tracer = ConcreteTracer(autowrap_functions=(rnn.pack_padded_sequence, rnn.pad_packed_sequence, rnn.pack_sequence))
     tracer.record_stack_traces = True
-    with torch.no_grad():
-        graph = tracer.trace(model, concrete_args=constants or None)
+    tracer.proxy_buffer_attributes = True
+    with torch.no_grad(), by_keyword(model, list(traced), constants) as explicit:
+        graph = tracer.trace(model, concrete_args=None if explicit else constants or None)
     for node in graph.nodes:
         # else the generated code registers the wrapped functions with torch.fx.wrap for every later fx trace
         node.meta.pop("is_wrapped", None)
     return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+@contextlib.contextmanager
+def by_keyword(model: Any, names: list[str], constants: dict) -> Iterator[bool]:
+    """A forward wrapped by a decorator that takes `*args, **kwargs` (transformers' `can_return_tuple`) gets
+    fx's inputs by position, and the tensor itself as `*args`: for the trace the model's class has a forward
+    with one parameter per traced input, which calls the decorated one by keyword. True when swapped."""
+    forward = type(model).forward
+    if inspect.unwrap(forward) is forward or not all(name.isidentifier() for name in names):
+        yield False
+        return
+    namespace = {"decorated": forward, "constants": constants}
+    listed = ", ".join(names)
+    passed = "".join(f"{name}={name}, " for name in names)
+    exec(f"def forward(self, {listed}):\n    return decorated(self, {passed}**constants)\n", namespace)
+    original = model.__class__
+    model.__class__ = type(original.__name__, (original,), {"forward": namespace["forward"],
+                                                            "__module__": original.__module__})
+    try:
+        yield True
+    finally:
+        model.__class__ = original
 
 
 def evaluate(root: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:

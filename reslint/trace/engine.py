@@ -59,24 +59,35 @@ def might_define_models(text: str) -> bool:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise TraceTimeout after `seconds` (main thread with SIGALRM only; elsewhere no limit)."""
+def time_limit(seconds: float | None, error: type[BaseException] = TraceTimeout) -> Iterator[None]:
+    """Raise `error` after `seconds` (main thread with SIGALRM only; elsewhere no limit). Nested inside
+    another limit it ends at the outer one's expiry at the latest (raising the outer's error then), and
+    the outer limit runs on afterwards with the time that is left."""
     usable = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
         yield
         return
+    outer, _ = signal.getitimer(signal.ITIMER_REAL)
+    own = not outer or seconds < outer  # else the outer limit expires first
+    expired = []
 
     def expire(signum: int, frame: Any) -> None:
-        raise TraceTimeout()
+        expired.append(own)
+        if not own and callable(previous):
+            previous(signum, frame)  # the outer limit's handler raises its own error
+        raise error() if own else TraceTimeout()
 
+    started = time.monotonic()
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    signal.setitimer(signal.ITIMER_REAL, float(min(seconds, outer) if outer else seconds))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer and expired != [False]:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
 
 def seconds_left(deadline: float) -> float:
@@ -274,7 +285,9 @@ def trace_with_backbone(item: Any, attribute: str, backbone: Any, module: Any, p
 
     original = getattr(item.model, attribute)
     scratch = TraceResult()
-    setattr(item.model, attribute, make_replay(original))
+    # A backbone captured on CPU (data-dependent code: its meta build cannot run) replays on that CPU build.
+    replayed = backbone.model if type(backbone.model) is type(original) and not on_meta(backbone.model) else original
+    setattr(item.model, attribute, make_replay(replayed))
     try:
         trace_one(item, module, path, real, timeout, deadline, scratch, cpu_fallback=False)
     finally:
@@ -289,6 +302,10 @@ def trace_with_backbone(item: Any, attribute: str, backbone: Any, module: Any, p
     result.captures.append(capture)
     result.lines[item.spec.name] = item.spec.line
     return True
+
+
+def on_meta(model: Any) -> bool:
+    return any(parameter.device.type == "meta" for parameter in model.parameters())
 
 
 def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, deadline: float,
