@@ -286,7 +286,7 @@ def within_share(run: Callable[[], Capture]) -> Capture:
     """`run()` limited to DRAFT_SHARE of the time left (DraftTimeout); no limit where none is set."""
     import signal
 
-    from reslint.trace.engine import time_limit
+    from reslint.trace.time_limit import time_limit
 
     left = signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "getitimer") else 0.0
     with time_limit(left * DRAFT_SHARE if left else None, DraftTimeout):
