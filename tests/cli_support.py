@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,3 +76,14 @@ def run_module(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Com
 
 def codes(json_text: str) -> list[tuple[str, str, int]]:
     return [(finding["path"], finding["code"], finding["line"]) for finding in json.loads(json_text)["findings"]]
+
+
+def import_file(path: Path, module_name: str):
+    """Import a fixture or example file as the module `module_name`, once per name, registered as an import
+    would be (inspect finds class sources through `sys.modules`)."""
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_support import BATCHNORM, POST_LN, POST_LN_LINE, write
+from cli_support import BATCHNORM, POST_LN, POST_LN_LINE, import_file, write
 from golden import ROOT
 
 import reslint
@@ -21,14 +21,7 @@ WARMUP_MODELS = ROOT / "fixtures" / "warmup" / "models.py"
 RL103_MESSAGE_START = "the Pre-LN stack `self.blocks` of `TinyLM` feeds the head/output without a final norm"
 
 
-def load(path, module_name: str):
-    """Import a fixture file as a module (registered, as an import would: inspect finds class sources through it)."""
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
+load = import_file
 
 
 # ----- reslint.check -------------------------------------------------------------------------------

@@ -4,12 +4,11 @@ lengths kept constant by the concrete-value capture. Real torch, a real CLI subp
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 
 import pytest
-from cli_support import REPO_ROOT, RESLINT
+from cli_support import REPO_ROOT, RESLINT, import_file
 
 torch = pytest.importorskip("torch")
 
@@ -20,10 +19,7 @@ FIXTURE = "fixtures/trace/body_inputs.py"
 
 
 def fixture_module():
-    spec = importlib.util.spec_from_file_location("body_inputs_fixture", REPO_ROOT / FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(REPO_ROOT / FIXTURE, "body_inputs_fixture")
 
 
 def shapes(inputs) -> dict:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from cli_support import import_file
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -34,10 +34,7 @@ class Capture:
 
 
 def load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_gf_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, "_gf_" + "_".join(path.with_suffix("").parts[-2:]))
 
 
 def capture(model, args, kwargs=None, path="model.py", class_line=1, module_form=False):

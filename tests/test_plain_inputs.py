@@ -4,12 +4,11 @@ comes from the data (fx with concrete values). Real torch, real CLI subprocess r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 
 import pytest
-from cli_support import REPO_ROOT, RESLINT
+from cli_support import REPO_ROOT, RESLINT, import_file
 
 torch = pytest.importorskip("torch")
 
@@ -24,10 +23,7 @@ FIXTURE = "fixtures/trace/plain_inputs.py"
 
 
 def fixture_module():
-    spec = importlib.util.spec_from_file_location("plain_inputs_fixture", REPO_ROOT / FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(REPO_ROOT / FIXTURE, "plain_inputs_fixture")
 
 
 def shapes(inputs) -> dict:

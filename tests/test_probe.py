@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
 
 import pytest
+from cli_support import import_file
 from golden import ROOT
 
 torch = pytest.importorskip("torch")
@@ -20,13 +20,7 @@ PROBE_FIXTURES = ROOT / "fixtures" / "probe"
 
 
 def fixture(name: str):
-    module_name = f"probe_fixture_{name}"
-    if module_name not in sys.modules:  # registered, as an import would: inspect finds class sources through it
-        spec = importlib.util.spec_from_file_location(module_name, PROBE_FIXTURES / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
+    return import_file(PROBE_FIXTURES / f"{name}.py", f"probe_fixture_{name}")
 
 
 def test_the_lessons_numbers():
@@ -180,11 +174,7 @@ def test_auto_loss_is_a_fixed_random_projection_of_other_outputs():
 
 
 def example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_file(ROOT / "examples" / f"{name}.py", f"example_{name}")
 
 
 def test_auto_loss_gives_a_model_ending_in_a_norm_a_gradient_where_sum_does_not():
