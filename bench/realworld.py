@@ -22,7 +22,9 @@ where it stopped (for the same reslint source; `--fresh` starts over).
 
 The verdict file (bench/verdicts/realworld.csv) is one reading of the packages' code:
 package,file,line,code,kind,reason, where file is relative to site-packages, line is `N` or
-`N-M` (any line of the range matches) and kind is
+`N-M` (any line of the range matches), code is `RLnnn`, or `RLnnn@static` / `RLnnn@full` for a row that
+judges one mode only (the full check reports a layer defined in another file at the checked file's call
+of it: a true finding there that static mode, reporting it where the layer is defined, must not miss), and kind is
   defect     a real defect reslint must report (counted in recall; a finding on it is a true positive),
   silent     a correct pattern where `code` must not fire (a finding on it is a false positive),
   true / false / by-design / unsure   the verdict on a finding reslint reported (true counts as a defect).
@@ -199,6 +201,10 @@ class Row:
     code: str
     kind: str
     reason: str
+    mode: str = ""  # "static" or "full": the row judges that mode only
+
+    def judges(self, mode: str) -> bool:
+        return self.mode in ("", mode)
 
     @property
     def is_defect(self) -> bool:
@@ -216,7 +222,7 @@ def read_verdicts(text: str) -> list[Row]:
     """CSV rows package,file,line,code,kind,reason; lines starting with # are comments."""
     body = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     rows: list[Row] = []
-    seen: set[tuple] = set()
+    seen: dict[tuple, list[str]] = {}  # (package, file, line, code) -> the modes its rows judge
     for number, fields in enumerate(csv.reader(body), start=1):
         if fields[:3] == ["package", "file", "line"]:
             continue
@@ -224,15 +230,18 @@ def read_verdicts(text: str) -> list[Row]:
             raise BadInput(f"verdict file row {number}: expected 6 fields (package,file,line,code,kind,reason), got {len(fields)}")
         package, file, line, code, kind, reason = (value.strip() for value in fields)
         span = re.fullmatch(r"(\d+)(?:-(\d+))?", line)
-        if not span or kind not in KINDS or not re.fullmatch(r"RL\d{3}", code) or not reason:
+        qualified = re.fullmatch(r"(RL\d{3})(?:@(static|full))?", code)
+        if not span or kind not in KINDS or not qualified or not reason:
             raise BadInput(f"verdict file row {number}: bad line, code, kind or empty reason: {','.join(fields)}")
         first, last = int(span.group(1)), int(span.group(2) or span.group(1))
         if last < first:
             raise BadInput(f"verdict file row {number}: line range {line} runs backwards")
-        if (package, file, first, code) in seen:
+        code, mode = qualified.group(1), qualified.group(2) or ""
+        judged = seen.setdefault((package, file, first, code), [])
+        if any(not mode or not other or other == mode for other in judged):
             raise BadInput(f"verdict file row {number}: a second row for {file}:{first} {code}")
-        seen.add((package, file, first, code))
-        rows.append(Row(package, file, first, last, code, kind, reason))
+        judged.append(mode)
+        rows.append(Row(package, file, first, last, code, kind, reason, mode))
     return rows
 
 
@@ -281,7 +290,7 @@ class Tally:
 def matching_row(seen: Seen, rows: list[Row]) -> Row | None:
     """The row that judges a finding: an exact line before a range, a finding verdict or defect before a silent row."""
     candidates = [row for row in rows if (row.package, row.file, row.code) == (seen.package, seen.file, seen.code)
-                  and row.covers(seen.line)]
+                  and row.covers(seen.line) and row.judges(seen.mode)]
     candidates.sort(key=lambda row: (row.first != row.last, row.kind == "silent", row.last - row.first))
     return candidates[0] if candidates else None
 
@@ -307,7 +316,7 @@ def tally(findings: list[Seen], rows: list[Row], covered: dict[str, set[tuple[st
             result.false_alarms.append((seen, row))
     for mode, checked in sorted(covered.items()):
         for row in rows:
-            if (row.package, row.file) not in checked:
+            if (row.package, row.file) not in checked or not row.judges(mode):
                 continue
             if row.is_defect:
                 result.defects[(row.code, mode)] += 1

@@ -103,6 +103,20 @@ def test_an_exact_line_row_wins_over_a_range_and_a_verdict_over_a_silent_row():
     assert realworld.matching_row(Seen("static", "p", "f.py", 21, "RL103", "warning", ""), rows) is None
 
 
+def test_a_row_for_one_mode_judges_that_mode_only():
+    """The full check reports a layer of another file at the checked file's call of it: a true finding in full
+    mode that static mode, which reports it where the layer is defined, must not count as missed."""
+    rows = read_verdicts("p,f.py,7,RL201@full,true,the layer's BatchNorm at its call\n"
+                         "p,f.py,7,RL201@static,silent,static reports it in the layer's own file\n")
+    covered = {"static": {("p", "f.py")}, "full": {("p", "f.py")}}
+    result = tally([Seen("full", "p", "f.py", 7, "RL201", "warning", "")], rows, covered)
+    assert result.recall("RL201", "full") == (1, 1) and result.recall("RL201", "static") == (0, 0)
+    assert result.missed == [] and result.silent["static"] == 1 and result.silent["full"] == 0
+    broken = tally([Seen("static", "p", "f.py", 7, "RL201", "warning", "")], rows, covered)
+    assert [(item.mode, row.kind) for item, row in broken.false_alarms] == [("static", "silent")]
+    assert [(mode, row.mode) for mode, row in broken.missed] == [("full", "full")]
+
+
 @pytest.mark.parametrize("text, message", [
     ("p,f.py,x,RL103,defect,why\n", "bad line"),
     ("p,f.py,9-3,RL103,defect,why\n", "runs backwards"),
@@ -111,6 +125,9 @@ def test_an_exact_line_row_wins_over_a_range_and_a_verdict_over_a_silent_row():
     ("p,f.py,1,RL103,defect,\n", "bad line"),
     ("p,f.py,1,RL103,defect\n", "expected 6 fields"),
     ("p,f.py,1,RL103,defect,a\np,f.py,1,RL103,false,b\n", "a second row"),
+    ("p,f.py,1,RL103,defect,a\np,f.py,1,RL103@full,false,b\n", "a second row"),
+    ("p,f.py,1,RL103@full,true,a\np,f.py,1,RL103@full,false,b\n", "a second row"),
+    ("p,f.py,1,RL103@gpu,true,a\n", "bad line"),
 ])
 def test_a_malformed_verdict_file_is_refused(text, message):
     with pytest.raises(BadInput, match=message):
