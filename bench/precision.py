@@ -291,7 +291,9 @@ def reason_group(note: str) -> tuple[bool, str]:
                                    "its constructor needs"))
     exception = re.search(r"\b([A-Z]\w*(?:Error|Exception|Timeout|NotFound\w*|SymNode))\b", reason)
     if "timed out" in reason:
-        short = "time budget spent " + ("building" if reason.startswith(("building", "timed out")) else "tracing")
+        stage = ("importing" if reason.startswith(("import", "not imported")) else
+                 "building" if reason.startswith(("building", "timed out")) else "tracing")
+        short = f"time budget spent {stage}"
     elif re.match(r"(building|tracing) (?!failed)\w+: ", reason):  # the worker stopped on this model or an earlier one
         stage, rest = reason.split(" ", 1)[0], reason.split(": ", 1)[1]
         short, exception = f"worker stopped while {stage}: {re.split(r'[(;]', rest)[0].strip()}", None

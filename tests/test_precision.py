@@ -143,14 +143,16 @@ def test_trace_coverage_counts_traced_built_and_groups_why_the_rest_were_not():
             model("AForMasking", "static", "static only: tracing failed: ValueError: Input image size (32*32)"),
             model("ABackbone", "static", "static only: build failed (cannot build ABackbone: TypeError: tuple)"),
             model("AForCausalLM", "static", "static only: building ATextModel: timed out after 120 s"),
+            model("AForAudio", "static", "static only: importing the file timed out after 120 s"),
         ]},
         "models/b/modeling_b.py": {"failure": "reslint ran past 480 s and was stopped"},
     }}
     coverage = precision.trace_coverage(document)
-    assert (coverage.traced, coverage.built, coverage.total) == (1, 3, 5)
+    assert (coverage.traced, coverage.built, coverage.total) == (1, 3, 6)
     assert {why: [name.split(" — ")[0] for name in names] for why, names in coverage.why.items()} == {
         "tracing failed: ValueError": ["models/a/modeling_a.py:AForClassification", "models/a/modeling_a.py:AForMasking"],
         "build failed: TypeError": ["models/a/modeling_a.py:ABackbone"],
         "time budget spent building": ["models/a/modeling_a.py:AForCausalLM"],
+        "time budget spent importing": ["models/a/modeling_a.py:AForAudio"],
     }
     assert coverage.failed_files == [("models/b/modeling_b.py", "reslint ran past 480 s and was stopped")]
