@@ -12,10 +12,14 @@ anywhere: while `overlaid(path, data)` is active, every read of `path` (this gat
 from __future__ import annotations
 
 import contextlib
+import functools
 import linecache
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 MAX_CONFIG_BYTES = 1 << 20  # pyproject.toml, DeepSpeed JSON
 MAX_CACHE_ENTRY_BYTES = 16 << 20
@@ -92,8 +96,18 @@ def overlay(path: str | os.PathLike) -> bytes | None:
     return _overlays.get(overlay_key(path)) if _overlays else None
 
 
-def overlay_generation() -> int:
-    return _generation
+def cached_as_read(function: Callable[[str], T]) -> Callable[[str], T]:
+    """`functools.lru_cache` of a function of a file's path that reads the file, keyed also on the overlays
+    active (an overlaid file reads differently, and again as before once the overlay ends)."""
+    @functools.lru_cache(maxsize=64)
+    def cached(path: str, generation: int) -> T:
+        return function(path)
+
+    @functools.wraps(function)
+    def read(path: str) -> T:
+        return cached(path, _generation)
+
+    return read
 
 
 @contextlib.contextmanager

@@ -136,3 +136,17 @@ def test_an_overlay_is_what_every_read_of_the_file_sees_and_nothing_after(tmp_pa
     assert done.stdout.splitlines() == ["VALUE = 'memory' VALUE = 'memory' memory", "VALUE = 'disk' VALUE = 'disk' disk"]
     assert source.read_text(encoding="utf-8") == "VALUE = 'disk'\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["thing.py"]
+
+
+def test_what_is_cached_of_a_files_contents_follows_the_overlay(tmp_path):
+    """file_gate.cached_as_read: the trace engine's source index of a file reads the overlaid text while the
+    overlay is active and the file on disk again after it, though both are cached by path."""
+    from reslint.file_gate import overlaid
+    from reslint.trace.source_index import source_index
+
+    path = tmp_path / "model.py"
+    path.write_text("class Block:\n    def __init__(self):\n        self.norm = None\n", encoding="utf-8")
+    assert source_index(str(path)).attribute_line("Block", "norm") == 3
+    with overlaid(str(path), b"class Block:\n\n    def __init__(self):\n        self.norm = None\n"):
+        assert source_index(str(path)).attribute_line("Block", "norm") == 4
+    assert source_index(str(path)).attribute_line("Block", "norm") == 3

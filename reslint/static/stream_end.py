@@ -9,10 +9,10 @@ it leaves what the engine can see, the answer is "undecided", never "no final no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import libcst as cst
 
+from reslint.file_gate import MAX_SOURCE_BYTES, cached_as_read, read_project_file
 from reslint.placement import added_back
 from reslint.static import torch_api
 from reslint.static.graph import Node, reaches
@@ -317,18 +317,9 @@ def _camel(snake: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in snake.split("_") if part)
 
 
+@cached_as_read
 def consumed_in_file(path: str) -> frozenset[str]:
     """`consumed_classes` of a file, for the trace engine (which has the graph but not the file's other classes)."""
-    from reslint.file_gate import overlay_generation
-
-    return cached_consumed_in_file(path, overlay_generation())
-
-
-@lru_cache(maxsize=64)
-def cached_consumed_in_file(path: str, generation: int) -> frozenset[str]:
-    """consumed_in_file as the file reads under the overlays of `generation` (see file_gate.overlaid)."""
-    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-
     try:
         index = FileIndex(cst.parse_module(read_project_file(path, None, MAX_SOURCE_BYTES)))
     except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):

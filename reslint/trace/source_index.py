@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+
+from reslint.file_gate import MAX_SOURCE_BYTES, cached_as_read, read_project_file
 
 # Lines as the Python parser splits them (no form feeds), ends kept: what ast.get_source_segment uses.
 PARSER_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -114,17 +115,8 @@ class SourceIndex:
         return found[1] if found else 1
 
 
+@cached_as_read
 def source_index(path: str) -> SourceIndex | None:
-    from reslint.file_gate import overlay_generation
-
-    return cached_source_index(path, overlay_generation())
-
-
-@lru_cache(maxsize=64)
-def cached_source_index(path: str, generation: int) -> SourceIndex | None:
-    """source_index of the file as it reads under the overlays of `generation` (see file_gate.overlaid)."""
-    from reslint.file_gate import MAX_SOURCE_BYTES, read_project_file
-
     try:
         return SourceIndex(read_project_file(path, None, MAX_SOURCE_BYTES).decode("utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
