@@ -341,20 +341,20 @@ def remember_analysis(display: str, data: bytes, settings: Settings, result) -> 
     cache.store(slot, data, os.path.abspath(display), result)
 
 
-def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings, source_path: str | None = None):
+def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings):
     """The engines' result (`engine`'s settings) for `data` as the file `display`, from the result cache
     when the check uses it: every run offers the same fixes, and a warm run must not analyse or trace
     each fixable file again. A slot per text, so each candidate fix's text has its own entry; a traced
-    entry also follows the project modules the real file imports (`source_path` may be a temporary copy)."""
+    entry also follows the project modules the file imports."""
     from reslint.analysis import analyze_file
 
     if not settings.cache:
-        return analyze_file(display, data, engine, source_path=source_path)
+        return analyze_file(display, data, engine)
     cache, slot = fix_check_cache(display, data, settings, engine)
     real_path = os.path.abspath(display)
     result = cache.load(slot, data, real_path)
     if result is None:
-        result = analyze_file(display, data, engine, source_path=source_path)
+        result = analyze_file(display, data, engine)
         if result.cacheable:
             cache.store(slot, data, real_path, result)
     return result
