@@ -136,20 +136,18 @@ class Finder:
         called = re.compile(rf"\b{re.escape(name)}\s*\(")
         module = Path(defining)
         hints = (module.parent.name,) if module.stem == "__init__" else (module.stem, module.parent.name)
+        # Another file calls it only through an import naming it or its module (see FileReader.names_for):
+        # the project index's import words (kept from the static pass) spare reading every project file.
+        importing = self.index.files_importing(self.index.python_files())
+        places = {position for word in (name, *hints) for position in importing.get(word, ())}
         found = []
-        for path in self.files:
-            # Another file calls it only through an import naming it or its module (see FileReader.names_for):
-            # the project index's import words (kept from the static pass) spare reading every project file.
-            if path != defining and not self.imports_any(path, (name, *hints)):
+        for position, path in enumerate(self.files):
+            if path != defining and position not in places:
                 continue
             text = self.text(path)
             if name in text and called.search(text) and (path == defining or any(hint in text for hint in hints)):
                 found.append(path)
         return found
-
-    def imports_any(self, path: str, words: tuple[str, ...]) -> bool:
-        imported = self.index.imported_words(Path(path))
-        return any(word in imported for word in words)
 
     def text(self, path: str) -> str:
         """A project file's text through the file gate (a regular file of bounded size): "" if refused."""
