@@ -67,16 +67,22 @@ class ClassInfo:
 
 
 class FileIndex:
-    def __init__(self, module: cst.Module, source_path: str | None = None):
-        """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
+    def __init__(self, module: cst.Module, source_path: str | None = None, text: str | None = None):
+        """`source_path`: where the file lies, to read the config modules it imports (none when not given).
+        `text`: the module's source, when known (a file without `add_argument` has no command-line defaults
+        to walk the module for)."""
         self.module = module
         self.source_path = source_path
-        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = None
+        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = \
+            {} if text is not None and "add_argument" not in text else None
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self._returning: set[str] = set()  # factory functions being resolved (a recursive one stops there)
+        # config_field's answers, kept once the index is complete: while `__init__` scans the classes, a
+        # field's default may still be in a class not scanned yet
+        self._config_fields: dict[tuple[str, int], object] | None = None
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
@@ -89,6 +95,7 @@ class FileIndex:
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
             self._collect_init(info)
+        self._config_fields = {}
 
     # ----- imports and names -------------------------------------------------
 
@@ -540,6 +547,15 @@ class FileIndex:
 
     def config_field(self, name: str, depth: int = 0):
         """`config.n_layer`: the default of a field or `__init__` argument of that name in a config class."""
+        known = self._config_fields
+        if known is None:
+            return self._config_field(name, depth)
+        key = (name, depth)
+        if key not in known:
+            known[key] = self._config_field(name, depth)
+        return known[key]
+
+    def _config_field(self, name: str, depth: int):
         values = set()
         for info in self.classes.values():
             if self.is_module_class(info):
