@@ -80,9 +80,12 @@ class FileIndex:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self._returning: set[str] = set()  # factory functions being resolved (a recursive one stops there)
-        # config_field's answers, kept once the index is complete: while `__init__` scans the classes, a
-        # field's default may still be in a class not scanned yet
-        self._config_fields: dict[tuple[str, int], object] | None = None
+        # Answers kept once the index is complete (`_complete`): while `__init__` scans the constructors, a
+        # field's default or a submodule may still be in a class not scanned yet.
+        self._complete = False
+        self._config_fields: dict[tuple[str, int], object] = {}
+        self._module_classes: dict[ClassInfo, bool] = {}  # is_module_class's answers (bases and methods are fixed)
+        self._lookups: dict[tuple, object] = {}  # (class, kind, name) -> what `method`, `submodule`, `attr_value` found
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
@@ -95,7 +98,7 @@ class FileIndex:
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
             self._collect_init(info)
-        self._config_fields = {}
+        self._complete = True
 
     # ----- imports and names -------------------------------------------------
 
@@ -194,6 +197,14 @@ class FileIndex:
     # ----- classes -------------------------------------------------------------
 
     def is_module_class(self, info: ClassInfo, seen: frozenset = frozenset()) -> bool:
+        if seen:
+            return self._is_module_class(info, seen)
+        known = self._module_classes.get(info)
+        if known is None:
+            known = self._module_classes[info] = self._is_module_class(info, seen)
+        return known
+
+    def _is_module_class(self, info: ClassInfo, seen: frozenset) -> bool:
         if self.method(info, "forward") is not None:
             return True
         for base in info.bases:
@@ -206,14 +217,28 @@ class FileIndex:
         return False
 
     def method(self, info: ClassInfo, name: str) -> cst.FunctionDef | None:
-        return self._inherited(info, lambda cls: cls.methods.get(name))
+        key = (info, "method", name)  # the methods are known once the classes are collected
+        if key not in self._lookups:
+            self._lookups[key] = self._inherited(info, lambda cls: cls.methods.get(name))
+        return self._lookups[key]
 
     def submodule(self, info: ClassInfo, attr: str) -> ModuleSpec | None:
-        return self._inherited(info, lambda cls: cls.submodules.get(attr))
+        if not self._complete:
+            return self._inherited(info, lambda cls: cls.submodules.get(attr))
+        key = (info, "submodule", attr)
+        if key not in self._lookups:
+            self._lookups[key] = self._inherited(info, lambda cls: cls.submodules.get(attr))
+        return self._lookups[key]
 
     def attr_value(self, info: ClassInfo, attr: str) -> cst.BaseExpression | None:
-        found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
-        return found if found is not None else info.class_fields.get(attr)
+        if not self._complete:
+            found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
+            return found if found is not None else info.class_fields.get(attr)
+        key = (info, "attr_value", attr)
+        if key not in self._lookups:
+            found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
+            self._lookups[key] = found if found is not None else info.class_fields.get(attr)
+        return self._lookups[key]
 
     def _inherited(self, info: ClassInfo, lookup, seen: frozenset = frozenset()):
         """`lookup` on the class, then on its bases defined in this file (cycles tolerated: the file may not run)."""
@@ -548,7 +573,7 @@ class FileIndex:
     def config_field(self, name: str, depth: int = 0):
         """`config.n_layer`: the default of a field or `__init__` argument of that name in a config class."""
         known = self._config_fields
-        if known is None:
+        if not self._complete:
             return self._config_field(name, depth)
         key = (name, depth)
         if key not in known:
