@@ -69,12 +69,13 @@ def test_placing_only_the_statements_asked_about_gives_the_whole_modules_finding
     assert findings > 50
 
 
-def test_config_fields_resolved_once_and_texts_rendered_when_read_give_the_eager_engines_findings(
+def test_config_fields_resolved_once_and_texts_generated_when_read_give_the_eager_engines_findings(
         fast, monkeypatch) -> None:
     # The plain way: every config field looked up again where it is read, every place and sum's text computed
-    # when the evaluator meets it.
+    # when the evaluator meets it, every name's text generated.
     monkeypatch.setattr(index.FileIndex, "config_field", lambda self, name, depth=0: self._config_field(name, depth))
     monkeypatch.setattr(dataflow, "partial", lambda function, *args: function(*args))
+    monkeypatch.setattr(dataflow, "_plain_dotted_name", lambda node: None)
     findings = 0
     for path, expected in fast.items():
         assert analysed(path) == expected, path
@@ -272,7 +273,7 @@ from torch import nn
 
 class Embeddings(nn.Module):
     def forward(self, tokens, positions):
-        return tokens + positions
+        return tokens * 2 + positions
 
 
 class Block(nn.Module):
@@ -290,12 +291,14 @@ class Block(nn.Module):
 class Model(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.embeddings = Embeddings()
+        self.stages = nn.ModuleList([Embeddings()])
+        self.proj = nn.Linear(config.dim, config.dim)
         self.block = Block(config.dim)
         self.other = Block(config.dim)
 
     def forward(self, tokens, positions):
-        hidden = self.embeddings(tokens, positions)
+        hidden = self.stages[0](tokens, positions)
+        hidden = self.proj(hidden)
         return self.other(self.block(hidden))
 """
 
@@ -320,7 +323,8 @@ def test_an_inlined_module_call_and_a_sum_that_is_no_residual_leave_their_statem
     facts = engine.StaticExtractor(str(path), module, positions, str(path)).run()
     residuals = {(fact.span.line, fact.skip, fact.branch) for fact in facts.residuals}
     assert residuals == {(18, "x", "self.mlp(self.norm(x))"), (19, "x", "self.mlp(x)")}
-    # The model's own statements only call modules of the file, which are inlined: their text is never needed.
+    # The model's statements call modules of the file, which are inlined (their text is never needed), and a
+    # torch module named by its attribute: none of them is generated.
     assert not set(forward_statements(module, "Model")) & positions._placed
     # The sum of the embeddings is no residual connection: its terms are not rendered.
     assert not set(forward_statements(module, "Embeddings")) & positions._placed

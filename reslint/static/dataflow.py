@@ -222,7 +222,8 @@ class Evaluator:
         return partial(self.position, node)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.positions.code(node).strip()
+        plain = _plain_dotted_name(node)
+        return plain if plain is not None else self.positions.code(node).strip()
 
     def _read_unseen(self, expr, scope: Scope) -> None:
         """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
@@ -1349,6 +1350,24 @@ class Evaluator:
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)
         return evaluator.evaluate_class(info)
+
+
+def _plain_dotted_name(node) -> str | None:
+    """The code of `x` or `self.dense` written without parentheses or spaces, read off the names (most of the
+    calls and terms the graph names: placing their statement to generate it costs more than the evaluation);
+    None for anything else."""
+    parts = []
+    while type(node) is cst.Attribute:
+        dot = node.dot
+        if node.lpar or type(dot.whitespace_before) is not cst.SimpleWhitespace or dot.whitespace_before.value \
+                or type(dot.whitespace_after) is not cst.SimpleWhitespace or dot.whitespace_after.value:
+            return None
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 def _unpacked_stack(target, element) -> ModRef | None:
