@@ -85,6 +85,7 @@ class FileIndex:
         self._complete = False
         self._config_fields: dict[tuple[str, int], object] = {}
         self._module_classes: dict[ClassInfo, bool] = {}  # is_module_class's answers (bases and methods are fixed)
+        self._copies: dict[str, bool] = {}  # builds_copies' answers
         self._lookups: dict[tuple, object] = {}  # (class, kind, name) -> what `method`, `submodule`, `attr_value` found
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
@@ -178,9 +179,12 @@ class FileIndex:
         project index) returns a ModuleList/Sequential of copies of its first argument, as `clones` does."""
         if self.source_path is None:
             return False
-        from reslint.project_index import ProjectIndex
+        if qualified not in self._copies:  # asked for every call of an `__init__` that builds no known module
+            from reslint.project_index import ProjectIndex
 
-        return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
+            self._copies[qualified] = ProjectIndex.for_file(self.source_path).copies_first_argument(
+                self.source_path, qualified)
+        return self._copies[qualified]
 
     def imported_norm_kind(self, qualified: str, evaluator_class) -> str | None:
         """The norm kind of a class or function imported from another project file that is a norm: a torch
