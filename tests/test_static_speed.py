@@ -69,6 +69,20 @@ def test_placing_only_the_statements_asked_about_gives_the_whole_modules_finding
     assert findings > 50
 
 
+def test_config_fields_resolved_once_and_texts_generated_when_read_give_the_eager_engines_findings(
+        fast, monkeypatch) -> None:
+    # The plain way: every config field looked up again where it is read, every place and sum's text computed
+    # when the evaluator meets it, every name's text generated.
+    monkeypatch.setattr(index.FileIndex, "config_field", lambda self, name, depth=0: self._config_field(name, depth))
+    monkeypatch.setattr(dataflow, "partial", lambda function, *args: function(*args))
+    monkeypatch.setattr(dataflow, "_plain_dotted_name", lambda node: None)
+    findings = 0
+    for path, expected in fast.items():
+        assert analysed(path) == expected, path
+        findings += len(expected[0])
+    assert findings > 50
+
+
 # ----- the whole run: fix availability beside the analysis, the project index's import words -----
 
 def checked(paths: list[Path], jobs: int = 1) -> list[dict]:
@@ -249,3 +263,99 @@ def test_project_trees_past_the_budget_are_dropped_and_the_construction_sites_st
     assert len(index._trees) == 1
     held = {id(tree) for tree, _ in index._trees.values()}
     assert set(project_index._named_calls) <= held and set(project_index._imports_of) <= held
+
+
+# ----- the engine's facts: texts rendered and config fields resolved only when, and as often as, asked -----
+
+EMBEDDED_BLOCK = """import torch
+from torch import nn
+
+
+class Embeddings(nn.Module):
+    def forward(self, tokens, positions):
+        return tokens * 2 + positions
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        if self.config.pre_norm:
+            return x + self.mlp(self.norm(x))
+        return self.norm(x + self.mlp(x))
+
+
+class Model(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.stages = nn.ModuleList([Embeddings()])
+        self.proj = nn.Linear(config.dim, config.dim)
+        self.block = Block(config.dim)
+        self.other = Block(config.dim)
+
+    def forward(self, tokens, positions):
+        hidden = self.stages[0](tokens, positions)
+        hidden = self.proj(hidden)
+        return self.other(self.block(hidden))
+"""
+
+
+def forward_statements(module, name: str) -> list:
+    import libcst as cst
+
+    cls = next(node for node in module.body if isinstance(node, cst.ClassDef) and node.name.value == name)
+    forward = next(node for node in cls.body.body if isinstance(node, cst.FunctionDef) and node.name.value == "forward")
+    return list(forward.body.body)
+
+
+def test_an_inlined_module_call_and_a_sum_that_is_no_residual_leave_their_statements_unread(tmp_path) -> None:
+    import ast
+
+    import libcst as cst
+
+    path = tmp_path / "model.py"
+    path.write_text(EMBEDDED_BLOCK)
+    module = cst.parse_module(EMBEDDED_BLOCK)
+    positions = SourceMap(module, EMBEDDED_BLOCK, ast.parse(EMBEDDED_BLOCK))
+    facts = engine.StaticExtractor(str(path), module, positions, str(path)).run()
+    residuals = {(fact.span.line, fact.skip, fact.branch) for fact in facts.residuals}
+    assert residuals == {(18, "x", "self.mlp(self.norm(x))"), (19, "x", "self.mlp(x)")}
+    # The model's statements call modules of the file, which are inlined (their text is never needed), and a
+    # torch module named by its attribute: none of them is generated.
+    assert not set(forward_statements(module, "Model")) & positions._placed
+    # The sum of the embeddings is no residual connection: its terms are not rendered.
+    assert not set(forward_statements(module, "Embeddings")) & positions._placed
+    added = [node for node in engine_graph(facts, positions, module).nodes if node.op == "add"]
+    assert added and callable(added[0].info["terms"])
+
+
+def engine_graph(facts, positions, module):
+    """The embeddings' graph as the engine evaluates it."""
+    from reslint.static.index import FileIndex
+
+    index = FileIndex(module)
+    return dataflow.Evaluator(index, positions, "model.py").evaluate_class(index.classes["Embeddings"])
+
+
+def test_a_config_field_many_layers_read_is_looked_up_in_the_project_once(tmp_path, monkeypatch) -> None:
+    from reslint.project_index import ProjectIndex
+
+    (tmp_path / "pyproject.toml").write_text("")
+    path = tmp_path / "model.py"
+    path.write_text(EMBEDDED_BLOCK)
+    asked = []
+    builder_indexes = ProjectIndex.builder_indexes
+
+    def counted(self, *args):
+        asked.append(args[0])
+        return builder_indexes(self, *args)
+
+    monkeypatch.setattr(ProjectIndex, "builder_indexes", counted)
+    ProjectIndex._shared.clear()
+    result = analyze_file(str(path), path.read_bytes(), Settings(static=True), str(path))
+    assert [(finding.code, finding.line) for finding in result.findings if finding.code == "RL101"] == [("RL101", 19)]
+    # `self.config.pre_norm` is read by Block as a root, twice inside Model, each time on both branches.
+    assert len(asked) == 1

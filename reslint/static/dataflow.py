@@ -126,6 +126,7 @@ class Unknown:
 
 SHAPE = Shape()
 UNKNOWN_VALUE = Unknown()
+_ABSENT = object()  # a name a branch's environment does not hold
 
 
 @dataclass(eq=False)
@@ -141,6 +142,11 @@ class Scope:
 
 class Evaluator:
     index_class = FileIndex  # what the project index parses other files into when this evaluator asks
+    _handlers: dict[type, object] = {}  # expression type -> `eval_<type>` (None: no handler), found on first use
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._handlers = {}
 
     def __init__(self, index: FileIndex, positions, path: str):
         self.index = index
@@ -177,7 +183,7 @@ class Evaluator:
         scope = Scope(info, self_value, (Frame("module", info.name),), ())
         args = [self_value] + self._fresh_params(forward, scope, skip_self=True)
         for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
-            if isinstance(param.default, cst.Name) and param.default.value == "None":
+            if type(param.default) is cst.Name and param.default.value == "None":
                 arg.info["optional"] = True
         result = self._run_function(forward, scope, args, {})
         for node in self._nodes_of(result):
@@ -216,7 +222,8 @@ class Evaluator:
         return partial(self.position, node)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.positions.code(node).strip()
+        plain = _plain_dotted_name(node)
+        return plain if plain is not None else self.positions.code(node).strip()
 
     def _read_unseen(self, expr, scope: Scope) -> None:
         """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
@@ -303,10 +310,10 @@ class Evaluator:
                 scope.env[name] = self._default(param.default)
             else:
                 scope.env[name] = self._input(name, param, scope)
-        if isinstance(params.star_arg, cst.Param):
+        if type(params.star_arg) is cst.Param:
             extra = args[len(positional):]
             scope.env[params.star_arg.name.value] = TupleValue(tuple(extra))
-        if isinstance(params.star_kwarg, cst.Param):
+        if type(params.star_kwarg) is cst.Param:
             scope.env[params.star_kwarg.name.value] = UNKNOWN_VALUE
 
     def _default(self, expr: cst.BaseExpression):
@@ -315,8 +322,8 @@ class Evaluator:
 
     def _run_block(self, block, scope: Scope) -> bool:
         """Run statements; returns False once a `return`/`raise` ends the block."""
-        body = block.body if isinstance(block, (cst.IndentedBlock,)) else block
-        if isinstance(block, cst.SimpleStatementSuite):
+        body = block.body if type(block) is cst.IndentedBlock else block
+        if type(block) is cst.SimpleStatementSuite:
             body = block.body
         for statement in body:
             if not self._run_statement(statement, scope):
@@ -346,56 +353,56 @@ class Evaluator:
 
     def _run_statement(self, statement, scope: Scope) -> bool:
         self.spend(statement)
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 if not self._run_small(small, scope):
                     return False
             return True
-        if isinstance(statement, (cst.Return, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Raise)):
+        if type(statement) in (cst.Return, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Raise):
             return self._run_small(statement, scope)
-        if isinstance(statement, cst.If):
+        if type(statement) is cst.If:
             return self._run_if(statement, scope)
-        if isinstance(statement, (cst.For,)):
+        if type(statement) is cst.For:
             self._run_for(statement, scope)
             return True
-        if isinstance(statement, cst.While):
+        if type(statement) is cst.While:
             self.loops += (id(statement),)
             try:
                 self._run_block(statement.body, scope)
             finally:
                 self.loops = self.loops[:-1]
             return True
-        if isinstance(statement, cst.With):
+        if type(statement) is cst.With:
             for item in statement.items:
                 value = self.eval(item.item, scope)
                 if item.asname is not None:
                     self.assign(item.asname.name, value, scope)
             return self._run_block(statement.body, scope)
-        if isinstance(statement, cst.Try):
+        if type(statement) is cst.Try:
             return self._run_block(statement.body, scope)
-        if isinstance(statement, cst.FunctionDef):
+        if type(statement) is cst.FunctionDef:
             scope.env[statement.name.value] = Function(statement)
             return True
         return True
 
     def _run_small(self, small, scope: Scope) -> bool:
-        if isinstance(small, cst.Return):
+        if type(small) is cst.Return:
             scope.returns.append(self.eval(small.value, scope) if small.value is not None else Const(None))
             return False
-        if isinstance(small, cst.Raise):
+        if type(small) is cst.Raise:
             return False
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             # `states = []`, then `states.append(x)`: the list holds what is appended (RL103 follows the stream).
-            value = TupleValue(()) if isinstance(small.value, cst.List) and not small.value.elements \
+            value = TupleValue(()) if type(small.value) is cst.List and not small.value.elements \
                 else self.eval(small.value, scope)
             for target in small.targets:
                 self.assign(target.target, value, scope)
             return True
-        if isinstance(small, cst.AnnAssign):
+        if type(small) is cst.AnnAssign:
             if small.value is not None:
                 self.assign(small.target, self.eval(small.value, scope), scope)
             return True
-        if isinstance(small, cst.AugAssign):
+        if type(small) is cst.AugAssign:
             left = self.eval(small.target, scope)
             right = self.eval(small.value, scope)
             operator = {cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul",
@@ -410,7 +417,7 @@ class Evaluator:
             result = self.binary(operator, [(left, small.target), (right, small.value)], small, scope)
             self.assign(small.target, result, scope)
             return True
-        if isinstance(small, cst.Expr) and not self._appended(small.value, scope):
+        if type(small) is cst.Expr and not self._appended(small.value, scope):
             result = self.eval(small.value, scope)
             if isinstance(result, Node):
                 result.info["dropped"] = True  # `self.states.append(x)`: the call keeps x somewhere unseen
@@ -418,8 +425,8 @@ class Evaluator:
 
     def _appended(self, call, scope: Scope) -> bool:
         """`states.append(x)` on a local list started as `[]`: the list now holds x."""
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
-                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
+        if not (type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "append"
+                and type(call.func.value) is cst.Name and len(call.args) == 1):
             return False
         held = scope.env.get(call.func.value.value)
         if type(held) is not TupleValue:
@@ -428,9 +435,9 @@ class Evaluator:
         return True
 
     def assign(self, target, value, scope: Scope) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             scope.env[target.value] = value
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
             if isinstance(value, SplitValue):
                 for element in elements:
@@ -458,9 +465,9 @@ class Evaluator:
         if decided is True:
             return self._run_block(statement.body, scope)
         if decided is False:
-            if isinstance(statement.orelse, cst.Else):
+            if type(statement.orelse) is cst.Else:
                 return self._run_block(statement.orelse.body, scope)
-            if isinstance(statement.orelse, cst.If):
+            if type(statement.orelse) is cst.If:
                 return self._run_if(statement.orelse, scope)
             return True
         self.eval(statement.test, scope)
@@ -469,9 +476,9 @@ class Evaluator:
         branches = []
         continues = []
         alternatives = [statement.body]
-        if isinstance(statement.orelse, cst.Else):
+        if type(statement.orelse) is cst.Else:
             alternatives.append(statement.orelse.body)
-        elif isinstance(statement.orelse, cst.If):
+        elif type(statement.orelse) is cst.If:
             alternatives.append(statement.orelse)
         else:
             alternatives.append(None)
@@ -481,7 +488,7 @@ class Evaluator:
             scope.condition = saved_condition + ((if_id, branch_index ^ flipped),)
             if body is None:
                 flows = True
-            elif isinstance(body, cst.If):
+            elif type(body) is cst.If:
                 flows = self._run_if(body, scope)
             else:
                 flows = self._run_block(body, scope)
@@ -501,7 +508,7 @@ class Evaluator:
     def _condition_identity(self, test, scope: Scope) -> tuple[object, int]:
         """Ifs on the same flag (`if self.pre_norm` / `if not self.pre_norm`) share one identity."""
         flipped = 0
-        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             test, flipped = test.expression, flipped ^ 1
         flag = self.flag_of(test, scope)
         if flag is not None:
@@ -518,19 +525,19 @@ class Evaluator:
         """
         if scope.self_value is None:
             return None
-        if isinstance(test, cst.Attribute) and _rooted_at_self(test):
+        if type(test) is cst.Attribute and _rooted_at_self(test):
             if is_self_attr(test):
                 return self.flag_source(scope.self_value, test.attr.value) + (0,)
             field = _config_field(test)
             if field is not None:
                 return f"config.{field[0]}", self.index.config_field(field[0]), True, 0
             return f"{scope.self_value.cls.name}:{self.code(test)}", UNKNOWN, False, 0
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
-                test.comparisons[0].operator, (cst.Equal, cst.NotEqual)) and isinstance(
-                test.comparisons[0].comparator, (cst.SimpleString, cst.Attribute)):
+        if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(
+                test.comparisons[0].operator) in (cst.Equal, cst.NotEqual) and type(
+                test.comparisons[0].comparator) in (cst.SimpleString, cst.Attribute):
             comparator = test.comparisons[0].comparator
             # A string, or an enum member whose value is one (`NormPosition.POST`, in a file the project index read).
-            literal = string_value(comparator) if isinstance(comparator, cst.SimpleString) else (
+            literal = string_value(comparator) if type(comparator) is cst.SimpleString else (
                 None if _rooted_at_self(comparator) else self.index.fold(None, comparator))
             literal = literal if isinstance(literal, str) else None
             inner = self.flag_of(test.left, scope)
@@ -538,8 +545,7 @@ class Evaluator:
                 return None
             key, value, configurable, _ = inner
             equal = value == literal if isinstance(value, str) else UNKNOWN
-            return f"{key} == {literal!r}", equal, configurable, int(isinstance(test.comparisons[0].operator,
-                                                                                cst.NotEqual))
+            return f"{key} == {literal!r}", equal, configurable, int(type(test.comparisons[0].operator) is cst.NotEqual)
         return None
 
     def flag_source(self, self_value: SelfRef, attr: str) -> tuple[str, object, bool]:
@@ -549,7 +555,7 @@ class Evaluator:
         expr = self.index.attr_value(info, attr)
         if expr is None:
             return own, UNKNOWN, False
-        if isinstance(expr, cst.Name) and expr.value in info.init_defaults:
+        if type(expr) is cst.Name and expr.value in info.init_defaults:
             passed = self._constructor_arg(self_value.spec, info, expr.value) if self_value.spec else None
             if passed is None:
                 default = info.init_defaults[expr.value]
@@ -558,7 +564,7 @@ class Evaluator:
             if field is not None:
                 return f"config.{field[0]}", self._config_value(self_value.spec.owner, passed, field), True
             owner = self_value.spec.owner
-            forwarded = isinstance(passed, cst.Name) and owner is not None and passed.value in owner.init_defaults
+            forwarded = type(passed) is cst.Name and owner is not None and passed.value in owner.init_defaults
             if forwarded and self.root is not None and self.root.spec is not None and owner is self.root.cls:
                 # `FeedForward(layer_norm=layer_norm)` in a layer evaluated as another file builds it.
                 outer = self._constructor_arg(self.root.spec, owner, passed.value)
@@ -579,7 +585,11 @@ class Evaluator:
 
     def _merge_envs(self, envs: list[dict], where, scope: Scope) -> dict:
         merged = dict(envs[0])
+        first, others = envs[0], envs[1:]
         for name in set().union(*envs):
+            value = first.get(name, _ABSENT)
+            if value is not _ABSENT and all(env.get(name, _ABSENT) is value for env in others):
+                continue  # the same value in every branch (most names): merged as it is
             values = [env.get(name) for env in envs if name in env]
             if len(values) != len(envs):
                 merged[name] = next(v for v in values if v is not None)
@@ -596,10 +606,10 @@ class Evaluator:
 
     def fold_condition(self, test, scope: Scope):
         """True/False when the condition folds from literals and constructor defaults; None otherwise."""
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self.fold_condition(test.expression, scope)
             return None if inner is None else not inner
-        if isinstance(test, cst.Name) and test.value in scope.env:
+        if type(test) is cst.Name and test.value in scope.env:
             value = scope.env[test.value]
             return bool(value.value) if isinstance(value, Const) else None
         flag = self.flag_of(test, scope)
@@ -614,18 +624,18 @@ class Evaluator:
             if configurable:
                 self.flag_defaults.setdefault(key, bool(value))
             return bool(value) ^ bool(negated)
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
             comparison = test.comparisons[0]
-            if isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(comparison.comparator, cst.Name) \
+            if type(comparison.operator) in (cst.Is, cst.IsNot) and type(comparison.comparator) is cst.Name \
                     and comparison.comparator.value == "None":
                 left = self.eval(test.left, scope)
                 if isinstance(left, Const):
                     is_none = left.value is None
-                    return is_none if isinstance(comparison.operator, cst.Is) else not is_none
+                    return is_none if type(comparison.operator) is cst.Is else not is_none
                 if self.optional_inputs_undecided and isinstance(left, Node) and _optional_input(left):
                     return None
                 if isinstance(left, (ModRef, Node)):
-                    return not isinstance(comparison.operator, cst.Is)
+                    return type(comparison.operator) is not cst.Is
         return None
 
     def _constructor_arg(self, spec: ModuleSpec, info: ClassInfo, name: str):
@@ -689,13 +699,22 @@ class Evaluator:
     def eval(self, expr, scope: Scope):
         if expr is None:
             return Const(None)
-        self.spend(expr)
-        handler = getattr(self, "eval_" + type(expr).__name__, None)
+        budget = self.budget  # `spend`, inline: this runs for every expression
+        budget.steps += 1
+        if budget.steps > MAX_STEPS_PER_FILE:
+            budget.hit("work per file", *self.position(expr))
+            raise BudgetExceeded
+        kind = type(expr)
+        handler = self._handlers.get(kind, False)
+        if handler is False:
+            handler = self._handlers[kind] = getattr(type(self), "eval_" + kind.__name__, None)
         if handler is None:
             if isinstance(expr, COMPREHENSIONS):
                 self._read_unseen(expr, scope)
             return UNKNOWN_VALUE
-        return self.bounded(handler(expr, scope), expr)
+        value = handler(self, expr, scope)
+        # only numbers, strings and collections can outgrow their budget (see `bounded`)
+        return self.bounded(value, expr) if isinstance(value, (Const, TupleValue)) else value
 
     def eval_Name(self, expr: cst.Name, scope: Scope):
         name = expr.value
@@ -744,7 +763,7 @@ class Evaluator:
 
     def eval_Dict(self, expr, scope):
         for element in expr.elements:
-            if isinstance(element, cst.DictElement):
+            if type(element) is cst.DictElement:
                 self.eval(element.value, scope)
         return UNKNOWN_VALUE
 
@@ -805,11 +824,11 @@ class Evaluator:
     def eval_UnaryOperation(self, expr: cst.UnaryOperation, scope):
         value = self.eval(expr.expression, scope)
         if isinstance(value, Const) and isinstance(value.value, (int, float)):
-            if isinstance(expr.operator, cst.Minus):
+            if type(expr.operator) is cst.Minus:
                 return Const(-value.value)
             return value
         if isinstance(value, Node):
-            return self.new("neg" if isinstance(expr.operator, cst.Minus) else "pass", (value,), expr, scope)
+            return self.new("neg" if type(expr.operator) is cst.Minus else "pass", (value,), expr, scope)
         return value
 
     def eval_BooleanOperation(self, expr, scope):
@@ -824,17 +843,17 @@ class Evaluator:
     def eval_Subscript(self, expr: cst.Subscript, scope):
         value = self.eval(expr.value, scope)
         index = None
-        if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
             folded = self.eval(expr.slice[0].slice.value, scope)
             if isinstance(folded, Const) and isinstance(folded.value, int):
                 index = folded.value
-        if isinstance(value, ModRef) and value.spec.named and len(expr.slice) == 1 and isinstance(
-                expr.slice[0].slice, cst.Index):
+        if isinstance(value, ModRef) and value.spec.named and len(expr.slice) == 1 and type(
+                expr.slice[0].slice) is cst.Index:
             key = self.eval(expr.slice[0].slice.value, scope)
             if isinstance(key, Const) and key.value in value.spec.named:
                 return ModRef(value.spec.named[key.value], f"{value.path}[{key.value!r}]")
-        if isinstance(value, ModRef) and value.spec.kind == "container" and len(expr.slice) == 1 and isinstance(
-                expr.slice[0].slice, cst.Slice):
+        if isinstance(value, ModRef) and value.spec.kind == "container" and len(expr.slice) == 1 and type(
+                expr.slice[0].slice) is cst.Slice:
             return value  # self.layers[:n] still runs the stack
         if isinstance(value, ModRef) and value.spec.kind == "container":
             if value.spec.repeated and index is None:
@@ -845,7 +864,7 @@ class Evaluator:
         if isinstance(value, Node):
             # Index tensors (masks, positions) are data too, but slicing a stream keeps its source.
             for element in expr.slice:
-                if isinstance(element.slice, cst.Index):
+                if type(element.slice) is cst.Index:
                     self.eval(element.slice.value, scope)
             return self.new("pass", (value,), expr, scope, name="getitem", width_changing=True)
         return self.index_value(value, index, expr, scope)
@@ -907,7 +926,7 @@ class Evaluator:
     def _chosen_method(self, info: ClassInfo, attr: str) -> cst.FunctionDef | None:
         """`self.compute_att_score = self.compute_attention_score` in `__init__`: the method it names."""
         chosen = self.index.attr_value(info, attr)
-        if isinstance(chosen, cst.Attribute) and is_self_attr(chosen) and chosen.attr.value != attr:
+        if type(chosen) is cst.Attribute and is_self_attr(chosen) and chosen.attr.value != attr:
             return self.index.method(info, chosen.attr.value)
         return None
 
@@ -922,7 +941,7 @@ class Evaluator:
         if owner is None:
             return None
         resolved = self.index.spec_from_expr(owner, passed, {})
-        if resolved is None and isinstance(passed, cst.Attribute) and is_self_attr(passed):
+        if resolved is None and type(passed) is cst.Attribute and is_self_attr(passed):
             resolved = self.index.submodule(owner, passed.attr.value)
         if resolved is None or resolved.kind == "passed":
             return None
@@ -953,7 +972,7 @@ class Evaluator:
 
     def _flatten_sum(self, expr, top: bool = True) -> list:
         """`a + b + c` → [a, b, c]; a parenthesised inner sum stays one term."""
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and (top or not expr.lpar):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add and (top or not expr.lpar):
             return self._flatten_sum(expr.left, False) + self._flatten_sum(expr.right, False)
         return [expr]
 
@@ -976,8 +995,12 @@ class Evaluator:
         inputs = [self.operand(value, term, scope) for value, term in operands]
         if operator != "add":  # only residual adds show their terms; rendering each level of a chain is quadratic
             return self.new(operator, inputs, where, scope)
-        texts = [self.code(term) for _, term in operands]
+        # the terms' text, read only for the adds that are residual connections (see Residual.terms)
+        texts = partial(self._codes, [term for _, term in operands])
         return self.new(operator, inputs, where, scope, terms=texts)
+
+    def _codes(self, nodes: list) -> list[str]:
+        return [self.code(node) for node in nodes]
 
     def _scale_factor(self, value, scope: Scope):
         """A number stored from a constructor argument (`self.alpha = alpha`, indexed as a possible module):
@@ -1075,7 +1098,7 @@ class Evaluator:
         frames = scope.frames + (Frame("function", func.name.value),)
         inner = Scope(owner.cls if owner else None, owner, frames, scope.condition, depth=scope.depth + 1)
         call_args = list(args)
-        static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+        static = any(type(d.decorator) is cst.Name and d.decorator.value == "staticmethod"
                      for d in func.decorators)
         if func.params.params and func.params.params[0].name.value in ("self", "cls") and not static:
             call_args = [owner if owner is not None else UNKNOWN_VALUE] + call_args
@@ -1109,20 +1132,21 @@ class Evaluator:
 
     def call_module(self, ref: ModRef, args, kwargs, where, scope: Scope, stack_key: str = ""):
         spec = ref.spec
-        name = self.code(where.func) if isinstance(where, cst.Call) else ref.path
         if spec.kind == "container":
             return self.call_container(ref, args, kwargs, where, scope)
         if spec.kind == "local":
+            # The call's text only where a node keeps it: an inlined module's call has none (placing the
+            # statement to read it costs more than the inlining)
             info = self.index.classes[spec.name]
             norm_kind = self.norm_class_kind(info)
             data = self._data_args(args, kwargs)
             if norm_kind is not None:
-                return self.new("norm", data[:1], where, scope, norm_kind=norm_kind, name=name,
+                return self.new("norm", data[:1], where, scope, norm_kind=norm_kind, name=self._call_name(ref, where),
                                 norm_form="hand-written", module_class=info.name)
             forward = self.index.method(info, "forward")
             recursive = any(f.kind == "module" and f.name == info.name for f in scope.frames)
             if forward is None or recursive or scope.depth >= MAX_INLINE_DEPTH:
-                return self.new("module", data, where, scope, name=name, module_class=info.name)
+                return self.new("module", data, where, scope, name=self._call_name(ref, where), module_class=info.name)
             frames = scope.frames
             if stack_key:
                 frames = frames + (Frame("stack", info.name, stack_key),)
@@ -1130,8 +1154,9 @@ class Evaluator:
             inner = Scope(info, SelfRef(info, spec), frames, scope.condition, depth=scope.depth + 1)
             result = self._run_function(forward, inner, [SelfRef(info, spec)] + list(args), dict(kwargs))
             if not self._nodes_of(result) and data:
-                return self.new("module", data, where, scope, name=name, module_class=info.name)
+                return self.new("module", data, where, scope, name=self._call_name(ref, where), module_class=info.name)
             return result
+        name = self._call_name(ref, where)
         data = self._data_args(args, kwargs)
         if spec.kind == "builtin":
             return self.call_builtin_module(spec, data, where, scope, name)
@@ -1152,6 +1177,9 @@ class Evaluator:
                 return self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
             return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
+
+    def _call_name(self, ref: ModRef, where) -> str:
+        return self.code(where.func) if type(where) is cst.Call else ref.path
 
     def call_builtin_module(self, spec, data, where, scope, name):
         member = spec.name
@@ -1278,9 +1306,9 @@ class Evaluator:
             return self.new("pow", data, where, scope, function=function, args=args)
         if function == "add":
             # torch.add(x, y) and x.add(y): positional operands are the terms (alpha= only scales one).
-            positional = [a for a in where.args if a.keyword is None] if isinstance(where, cst.Call) else []
+            positional = [a for a in where.args if a.keyword is None] if type(where) is cst.Call else []
             terms = [self.code(a.value) for a in positional]
-            if isinstance(where.func, cst.Attribute) and len(terms) < len(args):
+            if type(where.func) is cst.Attribute and len(terms) < len(args):
                 terms = [self.code(where.func.value)] + terms
             inputs = [self.operand(v, where, scope) for v in args]
             return self.new("add", inputs, where, scope, terms=terms)
@@ -1324,10 +1352,28 @@ class Evaluator:
         return evaluator.evaluate_class(info)
 
 
+def _plain_dotted_name(node) -> str | None:
+    """The code of `x` or `self.dense` written without parentheses or spaces, read off the names (most of the
+    calls and terms the graph names: placing their statement to generate it costs more than the evaluation);
+    None for anything else."""
+    parts = []
+    while type(node) is cst.Attribute:
+        dot = node.dot
+        if node.lpar or type(dot.whitespace_before) is not cst.SimpleWhitespace or dot.whitespace_before.value \
+                or type(dot.whitespace_after) is not cst.SimpleWhitespace or dot.whitespace_after.value:
+            return None
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
 def _unpacked_stack(target, element) -> ModRef | None:
     """The stack whose groups of modules the loop's target unpacks (`for attn, ff in self.layers`,
     `for i, (attn, ff) in enumerate(self.layers)`), else None. A group called whole is a module of the loop."""
-    if not isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) not in (cst.Tuple, cst.List):
         return None
     parts = [part.value for part in target.elements]
     if isinstance(element, TupleValue) and len(element.items) == len(parts):
@@ -1391,21 +1437,21 @@ CONFIG_OBJECTS = CONFIG_OBJECT_NAMES
 def _config_field(expr: cst.BaseExpression):
     """`config.pre_norm`, `self.config.pre_norm`, `kwargs.get("pre_norm", False)`, `getattr(config, "pre_norm",
     False)`: (the field's name, its default expression or None); None for anything else."""
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         base = expr.value
-        if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and base.value.value == "self":
+        if type(base) is cst.Attribute and type(base.value) is cst.Name and base.value.value == "self":
             base = base.attr
-        if isinstance(base, cst.Name) and base.value.lower() in CONFIG_OBJECTS:
+        if type(base) is cst.Name and base.value.lower() in CONFIG_OBJECTS:
             return expr.attr.value, None
         return None
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         args = [arg.value for arg in expr.args]
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" and args \
-                and isinstance(args[0], cst.SimpleString) and _config_field(cst.Attribute(expr.func.value,
+        if type(expr.func) is cst.Attribute and expr.func.attr.value == "get" and args \
+                and type(args[0]) is cst.SimpleString and _config_field(cst.Attribute(expr.func.value,
                                                                                          cst.Name("x"))):
             return string_value(args[0]), args[1] if len(args) > 1 else None
-        if isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and len(args) >= 2 \
-                and isinstance(args[1], cst.SimpleString):
+        if type(expr.func) is cst.Name and expr.func.value == "getattr" and len(args) >= 2 \
+                and type(args[1]) is cst.SimpleString:
             return string_value(args[1]), args[2] if len(args) > 2 else None
     return None
 
@@ -1424,9 +1470,9 @@ def _grown(values: list):
 
 
 def _rooted_at_self(node: cst.BaseExpression) -> bool:
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         node = node.value
-    return isinstance(node, cst.Name) and node.value == "self"
+    return type(node) is cst.Name and node.value == "self"
 
 
 def file_budget(index: FileIndex) -> FileBudget:
@@ -1445,13 +1491,13 @@ def budget_limits() -> dict[str, int]:
 
 def _activation_lookup(expr) -> bool:
     """`ACT2FN[config.hidden_act]`, `get_activation(name)`: an activation picked by name from a registry."""
-    if isinstance(expr, cst.Subscript):
+    if type(expr) is cst.Subscript:
         expr = expr.value
-    elif isinstance(expr, cst.Call):
+    elif type(expr) is cst.Call:
         expr = expr.func
     else:
         return False
-    name = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", "")
+    name = expr.attr.value if type(expr) is cst.Attribute else getattr(expr, "value", "")
     return name in ("ACT2FN", "ACT2CLS", "get_activation")
 
 

@@ -67,10 +67,11 @@ class StaticExtractor:
         self.positions = positions
         self.source_path = source_path
         self.builders = builders and source_path is not None
-        self.index = FileIndex(module, source_path)
+        self.index = FileIndex(module, source_path, positions.text)
         self.facts = FileFacts(path=path, engine="static", reads=list(self.index.config_reads))
         self.norm_kinds: dict[str, str | None] = {}
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
+        self.init_calls: dict[ClassInfo, set[str]] = {}  # _built_in_init's answers: every model's closure asks
 
     def span(self, node: cst.CSTNode | None) -> Span:
         start = self.positions.line_column(node) if node is not None else None
@@ -667,11 +668,14 @@ class StaticExtractor:
     def _built_in_init(self, info: ClassInfo) -> set[str]:
         """The file's classes an `__init__` calls, wherever the result goes: `PreNorm(dim, Attention(...))`
         wraps an Attention the submodule specs name only as an argument (lucidrains' Conformer)."""
+        known = self.init_calls.get(info)
+        if known is not None:
+            return known
         init = info.methods.get("__init__")
         if init is None:
             return set()
         classes = self.index.classes
-        found: set[str] = set()
+        found = self.init_calls[info] = set()
 
         class Calls:
             def visit_Call(self, node: cst.Call) -> None:

@@ -67,16 +67,26 @@ class ClassInfo:
 
 
 class FileIndex:
-    def __init__(self, module: cst.Module, source_path: str | None = None):
-        """`source_path`: where the file lies, to read the config modules it imports (none when not given)."""
+    def __init__(self, module: cst.Module, source_path: str | None = None, text: str | None = None):
+        """`source_path`: where the file lies, to read the config modules it imports (none when not given).
+        `text`: the module's source, when known (a file without `add_argument` has no command-line defaults
+        to walk the module for)."""
         self.module = module
         self.source_path = source_path
-        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = None
+        self._argument_defaults: dict[str, list[cst.BaseExpression]] | None = \
+            {} if text is not None and "add_argument" not in text else None
         self.aliases: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self._returning: set[str] = set()  # factory functions being resolved (a recursive one stops there)
+        # Answers kept once the index is complete (`_complete`): while `__init__` scans the constructors, a
+        # field's default or a submodule may still be in a class not scanned yet.
+        self._complete = False
+        self._config_fields: dict[tuple[str, int], object] = {}
+        self._module_classes: dict[ClassInfo, bool] = {}  # is_module_class's answers (bases and methods are fixed)
+        self._copies: dict[str, bool] = {}  # builds_copies' answers
+        self._lookups: dict[tuple, object] = {}  # (class, kind, name) -> what `method`, `submodule`, `attr_value` found
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
@@ -89,6 +99,7 @@ class FileIndex:
             self.config_sources = [index for _, index in found]
         for info in self.classes.values():
             self._collect_init(info)
+        self._complete = True
 
     # ----- imports and names -------------------------------------------------
 
@@ -168,9 +179,12 @@ class FileIndex:
         project index) returns a ModuleList/Sequential of copies of its first argument, as `clones` does."""
         if self.source_path is None:
             return False
-        from reslint.project_index import ProjectIndex
+        if qualified not in self._copies:  # asked for every call of an `__init__` that builds no known module
+            from reslint.project_index import ProjectIndex
 
-        return ProjectIndex.for_file(self.source_path).copies_first_argument(self.source_path, qualified)
+            self._copies[qualified] = ProjectIndex.for_file(self.source_path).copies_first_argument(
+                self.source_path, qualified)
+        return self._copies[qualified]
 
     def imported_norm_kind(self, qualified: str, evaluator_class) -> str | None:
         """The norm kind of a class or function imported from another project file that is a norm: a torch
@@ -187,6 +201,14 @@ class FileIndex:
     # ----- classes -------------------------------------------------------------
 
     def is_module_class(self, info: ClassInfo, seen: frozenset = frozenset()) -> bool:
+        if seen:
+            return self._is_module_class(info, seen)
+        known = self._module_classes.get(info)
+        if known is None:
+            known = self._module_classes[info] = self._is_module_class(info, seen)
+        return known
+
+    def _is_module_class(self, info: ClassInfo, seen: frozenset) -> bool:
         if self.method(info, "forward") is not None:
             return True
         for base in info.bases:
@@ -199,14 +221,28 @@ class FileIndex:
         return False
 
     def method(self, info: ClassInfo, name: str) -> cst.FunctionDef | None:
-        return self._inherited(info, lambda cls: cls.methods.get(name))
+        key = (info, "method", name)  # the methods are known once the classes are collected
+        if key not in self._lookups:
+            self._lookups[key] = self._inherited(info, lambda cls: cls.methods.get(name))
+        return self._lookups[key]
 
     def submodule(self, info: ClassInfo, attr: str) -> ModuleSpec | None:
-        return self._inherited(info, lambda cls: cls.submodules.get(attr))
+        if not self._complete:
+            return self._inherited(info, lambda cls: cls.submodules.get(attr))
+        key = (info, "submodule", attr)
+        if key not in self._lookups:
+            self._lookups[key] = self._inherited(info, lambda cls: cls.submodules.get(attr))
+        return self._lookups[key]
 
     def attr_value(self, info: ClassInfo, attr: str) -> cst.BaseExpression | None:
-        found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
-        return found if found is not None else info.class_fields.get(attr)
+        if not self._complete:
+            found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
+            return found if found is not None else info.class_fields.get(attr)
+        key = (info, "attr_value", attr)
+        if key not in self._lookups:
+            found = self._inherited(info, lambda cls: cls.attr_values.get(attr))
+            self._lookups[key] = found if found is not None else info.class_fields.get(attr)
+        return self._lookups[key]
 
     def _inherited(self, info: ClassInfo, lookup, seen: frozenset = frozenset()):
         """`lookup` on the class, then on its bases defined in this file (cycles tolerated: the file may not run)."""
@@ -540,6 +576,15 @@ class FileIndex:
 
     def config_field(self, name: str, depth: int = 0):
         """`config.n_layer`: the default of a field or `__init__` argument of that name in a config class."""
+        known = self._config_fields
+        if not self._complete:
+            return self._config_field(name, depth)
+        key = (name, depth)
+        if key not in known:
+            known[key] = self._config_field(name, depth)
+        return known[key]
+
+    def _config_field(self, name: str, depth: int):
         values = set()
         for info in self.classes.values():
             if self.is_module_class(info):

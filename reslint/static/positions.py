@@ -106,6 +106,7 @@ class SourceMap:
 
     def __init__(self, module: cst.Module, text: str | None = None, tree: ast.Module | None = None):
         self._module = module
+        self.text = text
         self._state: _OffsetState | None = None  # computed on the first question: many files never ask
         self._code = ""
         self._line_offsets: list[int] = []

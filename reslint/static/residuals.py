@@ -33,7 +33,10 @@ class Residual:
 
     @property
     def terms(self) -> list[str]:
-        return self.add.info.get("terms") or []
+        terms = self.add.info.get("terms")
+        if callable(terms):  # the evaluator leaves an add's text to whoever reads it
+            terms = self.add.info["terms"] = terms()
+        return terms or []
 
 
 def root(node: Node) -> Node:

@@ -242,21 +242,24 @@ class _References(cst.CSTVisitor):
         if node.value in self.wanted:
             self.names.add(node.value)
 
+    # Exact type checks: run on every call and attribute of every class body, and libcst's node classes (never
+    # subclassed) are ABCs, whose isinstance misses cost a Python-level call.
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if type(func) is not cst.Attribute:
+            return
+        if type(func.value) is cst.Name and func.value.value == "self":
             self.called.add(func.attr.value)
-        if isinstance(func, cst.Attribute) and func.attr.value in LOADERS:
+        if func.attr.value in LOADERS:
             for arg in node.args:
                 value = arg.value
-                if isinstance(value, cst.Attribute) and value.attr.value.endswith("_config"):
+                if type(value) is cst.Attribute and value.attr.value.endswith("_config"):
                     self.loaded_configs.add(_camel(value.attr.value))
-
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         inner = node.value
-        if isinstance(inner, cst.Attribute) and isinstance(inner.value, (cst.Attribute, cst.Name)) and (
-                not isinstance(inner.value, cst.Name) or inner.value.value == "self"):
+        if type(inner) is cst.Attribute and (type(inner.value) is cst.Attribute or (
+                type(inner.value) is cst.Name and inner.value.value == "self")):
             self.nested.add(node.attr.value)
 
 

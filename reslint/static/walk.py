@@ -54,8 +54,12 @@ def walk(root: cst.CSTNode, *visitors) -> None:
         if calls is None:
             name = "visit_" + kind.__name__
             calls = methods[kind] = [method for method in (getattr(visitor, name, None) for visitor in visitors) if method]
-        if calls and [call(node) for call in calls].count(False) == len(calls):
-            continue
+        if calls:
+            if len(calls) == 1:  # the usual case: no list built per node
+                if calls[0](node) is False:
+                    continue
+            elif [call(node) for call in calls].count(False) == len(calls):
+                continue
         for name in _child_fields.get(kind) or child_fields(kind):  # the hot loop: no helper calls
             value = getattr(node, name)
             value_kind = type(value)
