@@ -191,3 +191,21 @@ def test_a_fixs_recheck_reads_the_findings_once_per_text_without_the_files_links
     assert sorted(offered) == [("RL101", "unsafe"), ("RL104", "unsafe"), ("RL201", None)]
     assert len(analysed) == 3 and analysed[0] == model.read_bytes()  # the file, then each candidate fix's text
     assert linked == [model.read_text()]
+
+
+def test_a_static_check_imports_neither_the_probe_nor_the_trace_engine(tmp_path) -> None:
+    """`reslint check --static` as a user runs it (a real CLI process): what it imports before and while it
+    checks a file, as `python -X importtime` lists it."""
+    import subprocess
+    import sys
+
+    model = tmp_path / "model.py"
+    model.write_text((REPO_ROOT / "examples" / "bert_style.py").read_text(encoding="utf-8"), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "reslint", "check", "--static", "--no-cache",
+                          "--exit-zero", str(model)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "RL201" in run.stdout
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "libcst" in imported and "reslint.static.engine" in imported
+    assert sorted(name for name in imported if name.split(".")[0] in ("torch", "numpy")
+                  or name.startswith(("reslint.probing.", "reslint.trace."))) == \
+        ["reslint.probing.devices", "reslint.probing.distributed"]  # the probe command's option choices
