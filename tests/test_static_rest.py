@@ -1,5 +1,6 @@
 """The static check's work around the engine, made cheaper without changing what it reports: config
-modules read with `ast` (the libcst index's defaults, field by field), ..."""
+modules read with `ast` (the libcst index's defaults, field by field), a fix's re-check without the
+fixed text's links and once per text, and a start-up without the probe's and trace engine's modules."""
 
 from __future__ import annotations
 
