@@ -274,9 +274,8 @@ class ProjectIndex:
 
     def config_index(self, path: Path, index_class):
         """What `imported_configs` reads of a config module: its classes' defaults, read with `ast`
-        (`reslint.static.config_index`), or with libcst (`file_index`) when CPython does not parse it."""
-        from reslint.static.config_index import config_index
-
+        (`index_class.config_module`: the static engine's ConfigIndex), or with libcst (`file_index`) when
+        CPython does not parse it."""
         source = self.source(path)
         if source is None:
             return None
@@ -285,7 +284,7 @@ class ProjectIndex:
         if known is not None:
             self._indexes.move_to_end(key)
             return known[0]
-        index = config_index(source)
+        index = index_class.config_module(source)
         if index is None:
             return self.file_index(path, index_class)
         self._keep_index(key, index, len(source))

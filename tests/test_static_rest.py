@@ -13,8 +13,7 @@ import pytest
 
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
-from reslint.static.config_index import config_index
-from reslint.static.index import UNKNOWN, FileIndex
+from reslint.static.index import UNKNOWN, FileIndex, config_index
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
