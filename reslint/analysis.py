@@ -62,10 +62,12 @@ def analyse_source(source: SourceFile, settings: Settings,
     return result, data
 
 
-def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None) -> FileResult:
+def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None,
+                 links: bool = True) -> FileResult:
     """Analyze one file: statically, then (unless `settings.static`) with the trace engine.
 
-    `path` is the display path used in findings; `source_path` the file to import (default: `path`).
+    `path` is the display path used in findings; `source_path` the file to import (default: `path`);
+    `links`: also what the file offers other files (a fix's re-check reads only the findings).
     """
     result = FileResult(path=path)
     try:
@@ -78,7 +80,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         result.links = FileLinks(imports=class_reexports(text))
         return result
     with collector_paused():
-        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path)
+        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path, links)
     if parsed and not settings.static and (has_models or names_file(settings, source_path or path)
                                            or subclasses_a_model(text)):
         add_trace_results(result, path, data, settings, source_path)
@@ -112,7 +114,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def static_analysis(result: FileResult, path: str, text: str, settings: Settings,
-                    source_path: str | None = None) -> tuple[bool, bool]:
+                    source_path: str | None = None, links: bool = True) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes)."""
     module, tree = parse_with_ast(path, text)
@@ -129,7 +131,8 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     if settings.static and fixable(result.findings):
         result.module = module
     result.models.extend(facts.model_summaries())
-    result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
+    if links:
+        result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
     return True, bool(facts.models)
 
 
@@ -344,7 +347,7 @@ def file_links(facts, text: str, path: str | None = None, root: str | None = Non
     Training configs read for it are appended to `reads`; `tree`: CPython's AST of `text`, if parsed."""
     from reslint.static.training import extract_training, factory_returns
 
-    model_refs, optimizers, schedules = extract_training(text, path, root, reads)
+    model_refs, optimizers, schedules = extract_training(text, path, root, reads, tree)
     class_uses = {**{name: list(uses) for name, uses in factory_returns(text, tree).items()},
                   **{cls: [use for use in uses if use not in built_pre_ln(facts, cls)]
                      for cls, uses in facts.class_uses.items()}}

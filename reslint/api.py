@@ -35,8 +35,6 @@ from reslint.discovery import Discovery, SourceFile, display_path, find_sources,
 from reslint.errors import ReslintError, UsageError
 from reslint.filtering import file_text, reported, unique
 from reslint.findings import Finding, ModelSummary
-from reslint.probing.api import ProbeError, probe
-from reslint.probing.report import ProbeReport
 from reslint.report import Report
 from reslint.runner import Progress, check_sources
 from reslint.settings import Settings
@@ -45,6 +43,20 @@ __all__ = [
     "Finding", "ModelSummary", "ProbeError", "ProbeReport", "Report", "ReslintError", "UsageError",
     "check", "check_model", "probe",
 ]
+
+
+def __getattr__(name: str):
+    """The probe's API, imported when first asked for: a check does not load the probe's modules."""
+    if name in ("ProbeError", "probe"):
+        from reslint.probing import api as probing_api
+
+        return getattr(probing_api, name)
+    if name == "ProbeReport":
+        from reslint.probing.report import ProbeReport
+
+        return ProbeReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 Codes = Union[str, Iterable[str], None]

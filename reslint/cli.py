@@ -25,7 +25,7 @@ from reslint.catalog import RULES, SEVERITIES
 from reslint.config import Overrides, load_settings, split_codes
 from reslint.discovery import display_path
 from reslint.errors import ReslintError
-from reslint.probing.command import DEFAULT_TIMEOUT as PROBE_TIMEOUT
+from reslint.probing import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
 from reslint.reporters import FORMATS

@@ -264,13 +264,31 @@ class ProjectIndex:
             if resolved is None or resolved[0] == importer or not is_under(resolved[0], self.root):
                 unread = True
                 continue
-            other = self.file_index(resolved[0], type(index))
+            other = self.config_index(resolved[0], type(index))
             info = other.classes.get(resolved[1]) if other is not None else None
             if info is not None and not other.is_module_class(info):
                 found[str(resolved[0])] = other
             else:
                 unread = True
         return sorted(found.items()), unread
+
+    def config_index(self, path: Path, index_class):
+        """What `imported_configs` reads of a config module: its classes' defaults, read with `ast`
+        (`index_class.config_module`: the static engine's ConfigIndex), or with libcst (`file_index`) when
+        CPython does not parse it."""
+        source = self.source(path)
+        if source is None:
+            return None
+        key = (path, hashlib.sha1(source).hexdigest(), "config")
+        known = self._indexes.get(key)
+        if known is not None:
+            self._indexes.move_to_end(key)
+            return known[0]
+        index = index_class.config_module(source)
+        if index is None:
+            return self.file_index(path, index_class)
+        self._keep_index(key, index, len(source))
+        return index
 
     def file_index(self, path: str | os.PathLike, index_class):
         """The static index (`index_class`: `reslint.static.index.FileIndex`, passed in because the static
@@ -290,16 +308,19 @@ class ProjectIndex:
             index = index_class(cst.parse_module(source.decode("utf-8")))
         except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
             index = None
-        self._indexes[key] = (index, len(source))
-        self._index_source += len(source)
+        self._keep_index(key, index, len(source))
+        return index
+
+    def _keep_index(self, key: tuple, index, size: int) -> None:
+        self._indexes[key] = (index, size)
+        self._index_source += size
         while self._index_source > MAX_CACHED_INDEX_SOURCE and len(self._indexes) > 1:
-            dropped, size = self._indexes.popitem(last=False)[1]
-            self._index_source -= size
+            dropped, dropped_size = self._indexes.popitem(last=False)[1]
+            self._index_source -= dropped_size
             if dropped is not None:  # facts keyed by the identity of an index: another may get its id
                 gone = id(dropped)
                 for fact in [fact for fact in self._facts if gone in fact]:
                     del self._facts[fact]
-        return index
 
     def norm_kind(self, importer: str | os.PathLike, dotted: str, evaluator_class) -> str | None:
         """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a

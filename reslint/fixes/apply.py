@@ -216,6 +216,7 @@ class Parsed:
         self.module = module  # the text's libcst module when the engine parsed it already
         self.source: Source | None = None
         self.candidates: dict[tuple, str | None] = {}  # see candidate
+        self.rechecked: dict[tuple[str, str, bool], list[Finding]] = {}  # see attempt
 
     def get(self) -> Source:
         if self.source is None:
@@ -230,7 +231,11 @@ def attempt(display: str, text: str, finding: Finding, base: list[Finding], sett
     new = candidate(display, text, finding, parsed)
     if new is None:
         return None
-    after = recheck(display, new, settings, linked)
+    parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
+    asked = (display, new, linked)
+    if asked not in parsed.rechecked:  # two findings' fixes may give one text (RL101's and RL104's)
+        parsed.rechecked[asked] = recheck(display, new, settings, linked)
+    after = parsed.rechecked[asked]
     before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
     if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:
         return None  # the finding is still there, or the fix brought a new one
@@ -313,7 +318,7 @@ def recheck(display: str, text: str, settings: Settings, linked: bool = False) -
         with overlaid(absolute, text.encode("utf-8")):
             report = check_sources([SourceFile(absolute, display, root_relative(absolute, settings.root))], static)
         return [finding for finding in report.findings if finding.path == display]
-    result = cached_analysis(display, text.encode("utf-8"), settings, static)
+    result = cached_analysis(display, text.encode("utf-8"), settings, static, links=False)
     return reported(display, result.findings, text, settings)
 
 
@@ -341,20 +346,21 @@ def remember_analysis(display: str, data: bytes, settings: Settings, result) -> 
     cache.store(slot, data, os.path.abspath(display), result)
 
 
-def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings):
+def cached_analysis(display: str, data: bytes, settings: Settings, engine: Settings, links: bool = True):
     """The engines' result (`engine`'s settings) for `data` as the file `display`, from the result cache
     when the check uses it: every run offers the same fixes, and a warm run must not analyse or trace
     each fixable file again. A slot per text, so each candidate fix's text has its own entry; a traced
-    entry also follows the project modules the file imports."""
+    entry also follows the project modules the file imports. `links=False`: without the file's links to
+    other files (a static re-check reads only the findings)."""
     from reslint.analysis import analyze_file
 
     if not settings.cache:
-        return analyze_file(display, data, engine)
+        return analyze_file(display, data, engine, links=links)
     cache, slot = fix_check_cache(display, data, settings, engine)
     real_path = os.path.abspath(display)
     result = cache.load(slot, data, real_path)
     if result is None:
-        result = analyze_file(display, data, engine)
+        result = analyze_file(display, data, engine, links=links)
         if result.cacheable:
             cache.store(slot, data, real_path, result)
     return result

@@ -24,12 +24,12 @@ import traceback
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from reslint.probing import DEFAULT_TIMEOUT
 from reslint.probing.api import ProbeError, input_maker, measure_model
 from reslint.probing.report import ProbeReport
 from reslint.probing.verdicts import Thresholds
 
 TARGET = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-DEFAULT_TIMEOUT = 600.0  # seconds for importing, building and measuring: a large model on a CPU, not a hang
 
 
 @dataclass

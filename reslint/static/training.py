@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections import deque
 
 from reslint.static.training_factories import Factory, factory_of
 from reslint.project_facts import (
@@ -130,18 +131,20 @@ def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list
 
 
 def extract_training(text: str, path: str | None = None, root: str | None = None,
-                     reads: list[str] | None = None) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
+                     reads: list[str] | None = None, tree: ast.Module | None = None,
+                     ) -> tuple[list[ModelRef], list[OptimizerSite], list[Schedule]]:
     """Model references, optimizer sites and schedules of one file (all empty for non-training code).
 
     With the file's `path`, values the code takes from YAML/JSON/Hydra configs are read (`warmup_steps`
-    in a YAML); the configs read are appended to `reads`.
+    in a YAML); the configs read are appended to `reads`. `tree`: CPython's AST of `text`, if parsed.
     """
     if not TRAINING_VOCABULARY.search(text):
         return [], [], []
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return [], [], []
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return [], [], []
     reader = TrainingReader(tree, path, root)
     try:
         reader.read()
@@ -216,9 +219,7 @@ class TrainingReader:
     # ----- walking -------------------------------------------------------------------------------
 
     def read(self) -> None:
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
+        for node in self._walk_recording_parents():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
             elif isinstance(node, ast.Import):
@@ -241,6 +242,25 @@ class TrainingReader:
                 self._unresolved_call(call, scope, name, last)
             else:
                 self._factory_site(call, scope, factory, last)
+
+    def _walk_recording_parents(self):
+        """ast.walk's nodes in its order, each node's children recorded in `parents` as it is reached (one
+        look at each node's fields, where ast.walk and ast.iter_child_nodes looked twice)."""
+        parents, node_type = self.parents, ast.AST
+        todo = deque([self.tree])
+        while todo:
+            node = todo.popleft()
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, node_type):
+                    parents[value] = node
+                    todo.append(value)
+                elif isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, node_type):
+                            parents[item] = node
+                            todo.append(item)
+            yield node
 
     def function_scope(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Scope:
         """The names a module-level function sees: its own, then the module's."""
