@@ -775,6 +775,13 @@ class ConfigIndex(FileIndex):
         self.config_reads: list[str] = []
         self.config_sources: list[FileIndex] = []
         self.config_unread = False
+        self._returning: set[str] = set()
+        # nothing is scanned after collection (no constructors), so FileIndex's memos may answer at once
+        self._complete = True
+        self._config_fields: dict[tuple[str, int], object] = {}
+        self._module_classes: dict[ClassInfo, bool] = {}
+        self._copies: dict[str, bool] = {}
+        self._lookups: dict[tuple, object] = {}
         self._lines = [0] + [match.end() for match in AST_NEWLINE.finditer(text)]
         self._text = text
         for statement in tree.body:
