@@ -60,6 +60,9 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
         def __float__(self) -> float:
             return float(values[self.node])
 
+        def __format__(self, spec: str) -> str:  # `self[f"expert_{index[0]}"]`: the submodule the value names
+            return format(values[self.node], spec)
+
         def __setitem__(self, key: Any, value: Any) -> None:  # `scores[mask] = 0`: in place, as it runs
             self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
 
@@ -88,6 +91,12 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
             except NameError:  # a layer made inside the forward (`nn.Softmax(dim=-1)(scores)`): its ops are traced
                 return forward(*args, **kwargs)
             return super().call_module(module, forward, args, kwargs)
+
+        def create_arg(self, value: Any) -> Any:
+            try:
+                return super().create_arg(value)
+            except NotImplementedError:  # an object fx cannot hold (a key-value cache among the outputs): no op reads it
+                return None
 
         def to_bool(self, obj: Any) -> bool:
             return bool(values[obj.node])
