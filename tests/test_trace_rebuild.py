@@ -32,7 +32,7 @@ def called_modules(capture) -> list[str]:
 def test_every_model_of_the_fixture_traces(traced):
     result, captures = traced
     assert result.findings == []
-    assert sorted(captures) == ["ExpertModel", "ForecastModel", "StagedModel", "WideMaskedModel"]
+    assert sorted(captures) == ["DecodingModel", "ExpertModel", "ForecastModel", "StagedModel", "WideMaskedModel"]
 
 
 def test_a_model_over_the_cpu_limit_is_rebuilt_narrower_for_draft_export(traced):
@@ -44,7 +44,8 @@ def test_a_model_over_the_cpu_limit_is_rebuilt_narrower_for_draft_export(traced)
     assert capture.notes[-1] == ("rebuilt on CPU with narrower widths (hidden_size 256 -> 64, vocab_size 200000 -> "
                                  "50000): widths do not change placement")
     assert sum(parameter.numel() for parameter in capture.model.parameters()) < 50_000_000
-    assert any("cpu_rebuild.py:89" in note for note in capture.notes)  # the guard: `if not padding_mask.any()`
+    guard = FIXTURE.read_text().splitlines().index("        if not padding_mask.any():") + 1
+    assert any(f"cpu_rebuild.py:{guard}" in note for note in capture.notes), capture.notes
 
 
 def test_experts_named_by_a_traced_index_behind_a_decorator_fx_refuses_are_captured_by_concrete_fx(traced):
@@ -76,6 +77,23 @@ def test_a_backbone_cut_to_fewer_layers_returns_as_many_stages_as_its_neck_reads
     capture = traced[1]["StagedModel"]
     assert capture.shape_error is None
     assert called_modules(capture).count("norm") == 3
+
+
+def test_a_decoding_loop_runs_a_few_steps_of_its_cell(traced):
+    """SLANeXt: 501 steps of one attention cell, each traced anew, ran past 180 s; five show the same cell."""
+    capture = traced[1]["DecodingModel"]
+    assert ("max_text_length", 500, 4) in capture.reduction
+    assert called_modules(capture).count("cell") <= 5
+
+
+def test_the_blocks_of_a_stack_run_in_cycles_are_reduced():
+    """HRM: `num_hidden_layers` counts H x (L + 1) runs of each stack's `num_layers_per_stack` blocks (128 = 16 x 8):
+    the blocks themselves are what a reduced config must cut (430 s of export with 16, about 80 s with 3)."""
+    transformers = pytest.importorskip("transformers")
+    from reslint.trace.config_reduction import tracing_config
+
+    config, changes = tracing_config(transformers.HrmTextConfig)
+    assert changes == [("num_hidden_layers", 128, 2), ("num_layers_per_stack", 16, 3)]
 
 
 def test_a_config_alias_is_narrowed_once():

@@ -17,7 +17,12 @@ from typing import Any
 KEEP_LAYERS = 2  # two blocks, so a stack is still a stack (placement, mixed blocks, final norm)
 KEEP_EXPERTS = 4
 LAYER_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-                "num_encoder_layers", "num_decoder_layers")
+                "num_encoder_layers", "num_decoder_layers",
+                "num_layers_per_stack")  # HRM: the blocks of each stack, run H x (L + 1) times per forward
+# A decoding loop run inside the forward up to a config's length (SLANeXt: 501 steps of one attention cell, each
+# traced anew): a few steps show the same cell.
+STEP_FIELDS = ("max_text_length",)
+KEEP_STEPS = 4
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
@@ -101,6 +106,11 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
             changes.append((prefix + name, before, keep))
             changes.extend((prefix + field, old, new) for field, old, new in renumber_backbone_outputs(holder, before, keep))
         changes.extend((prefix + name, before, after) for name, before, after in reduce_experts(holder))
+        for name in STEP_FIELDS:
+            before = getattr(holder, name, None)
+            if isinstance(before, int) and not isinstance(before, bool) and before > KEEP_STEPS \
+                    and assign(holder, name, KEEP_STEPS):
+                changes.append((prefix + name, before, KEEP_STEPS))
     return changes + clamp_layer_indices(config, changes)
 
 
