@@ -30,6 +30,7 @@ MAX_LAYER_TYPES = 4
 LAYER_INDEX_FIELD = re.compile(r"hook")  # not `out_indices`: a backbone checks them against `out_features`
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
 UNSET_VOCAB = 32
+DOCUMENTED_EXAMPLE = re.compile(r"e\.g\.,? `?[\"']([^\"'`]+)[\"']`?")
 
 
 def tracing_config(config_class: type, repeats: int = 1) -> tuple[Any, list[tuple[str, Any, Any]]]:
@@ -64,9 +65,17 @@ def tracing_attempts(config_class: type) -> Iterator[tuple[Any, list]]:
     if repeated != changes:
         yield twice, repeated
     config, changes = tracing_config(config_class)
-    filled = fill_unset_containers(config)
+    filled = fill_unset_containers(config) + fill_documented_examples(config)
     if filled:
         yield config, changes + filled
+    # An int field left at -1 often means "unset" (ViLT's `num_images`, which sizes its classifier): one such
+    # field at a time set to 1, on top of the last attempt, so -1 fields that mean "the last layer" keep it.
+    for prefix, name in unset_counts(config):
+        config, changes = tracing_config(config_class)
+        filled = fill_unset_containers(config) + fill_documented_examples(config)
+        holder = dict(config_holders(config))[prefix]
+        if assign(holder, name, 1):
+            yield config, changes + filled + [(prefix + name, -1, 1)]
 
 
 def fill_unset_containers(config: Any) -> list[tuple[str, Any, Any]]:
@@ -84,6 +93,30 @@ def fill_unset_containers(config: Any) -> list[tuple[str, Any, Any]]:
             if empty is not None and getattr(holder, name, 0) is None and assign(holder, name, empty):
                 filled.append((prefix + name, None, empty))
     return filled
+
+
+def fill_documented_examples(config: Any) -> list[tuple[str, Any, Any]]:
+    """Set the string fields a config leaves None to the first example its docstring gives (Granite4-Vision's
+    `downsample_rate`: 'e.g. `"1/4"` or `"3/8"`'): the checkpoint's value is unknown, a documented one builds."""
+    filled = []
+    for prefix, holder in config_holders(config):
+        text = type(holder).__doc__ or ""
+        for name, value in sorted(vars(holder).items()):
+            if value is not None:
+                continue
+            # The entry's description: the lines indented deeper than `name (`str`, ...):`.
+            entry = re.search(rf"^([ \t]*){re.escape(name)} \(`str`[^\n]*\):\n((?:\1[ \t]+\S[^\n]*\n?)+)", text,
+                              re.MULTILINE)
+            example = entry and DOCUMENTED_EXAMPLE.search(entry.group(2))
+            if example and assign(holder, name, example.group(1)):
+                filled.append((prefix + name, None, example.group(1)))
+    return filled
+
+
+def unset_counts(config: Any) -> list[tuple[str, str]]:
+    """(holder prefix, field) of the int fields set to -1."""
+    return [(prefix, name) for prefix, holder in config_holders(config) for name, value in sorted(vars(holder).items())
+            if type(value) is int and value == -1]
 
 
 def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:

@@ -335,6 +335,9 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         vocab = integer(config_value(config, "input_vocab_size", "vocab_size"), 100)
         ids = TensorSpec("int64", (batch, SEQ, codes), vocab, "input_ids")
         return [*candidates, ([ids], {**extra, main: given}, f"{name} input_ids of its {codes} codebooks")]
+    patches = flattened_patch_specs(model, config)
+    if patches:
+        return [*candidates, (patches, extra, f"{name} flattened patches with their grid, sized from its config")]
     specs = hf_main_specs(model, config, main, batch) if isinstance(main, str) and accepts(model, main) else None
     if specs is None:
         return candidates
@@ -381,6 +384,24 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
         mask = TensorSpec("int64", fullest[0].shape, 2, "attention_mask", fill=1)
         candidates.append(([*fullest, mask], extra, f"{described}, with an all-ones attention_mask"))
     return candidates
+
+
+def flattened_patch_specs(model: Any, config: Any) -> list[TensorSpec]:
+    """A Qwen2-VL-style vision tower's `(hidden_states, grid_thw)`: the patches of all images flattened to
+    (patches, channels * temporal_patch_size * patch_size²), and each image's (t, h, w) grid of patches. The
+    grid's sides are whole multiples of `spatial_merge_size`, since the merger folds merge² patches into one.
+    [] for a forward that does not take them."""
+    parameters = forward_parameters(model)
+    patch, merge = config_value(config, "patch_size"), config_value(config, "spatial_merge_size")
+    patch = patch[0] if isinstance(patch, (list, tuple)) and patch else patch
+    if not {"hidden_states", "grid_thw"} <= set(parameters) or not isinstance(patch, int) or not isinstance(merge, int):
+        return []
+    temporal = config_value(config, "temporal_patch_size")
+    temporal = integer(temporal[0] if isinstance(temporal, (list, tuple)) and temporal else temporal, 1)
+    channels = integer(config_value(config, "in_channels", "num_channels", "in_chans"), 3)
+    side = 2 * integer(merge, 1)  # one grid of side³ patches (t = h = w: a spec fills every entry alike)
+    return [TensorSpec("float32", (side ** 3, channels * temporal * patch * patch), name="hidden_states"),
+            TensorSpec("int64", (1, 3), name="grid_thw", fill=side)]
 
 
 def retrieved_specs(config: Any, question: TensorSpec) -> list[TensorSpec]:
