@@ -268,10 +268,10 @@ def capture_model(
         return capture
 
     result = attempt("fx", via_fx)
-    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind; a
-    # Proxy iterated or branched on outside the file (a transformers decorator unpacking `**kwargs`) too
+    # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind; fx
+    # refusing the forward itself too (see fx_refused)
     if result is None and cpu_variant is not None and (locate(failures[-1].error, path) is not None
-                                                       or type(failures[-1].error).__name__ == "TraceError"):
+                                                       or fx_refused(failures[-1].error)):
         where = locate(failures[0].error, path)
         guard = f"{os.path.basename(path)}:{where.line}" if where else ""
         result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
@@ -280,6 +280,19 @@ def capture_model(
         result.notes.insert(0, f"export failed: {first.reason}")
         return result, failures
     return None, failures
+
+
+def fx_refused(error: BaseException) -> bool:
+    """Whether fx itself gave up on the forward: a Proxy iterated or branched on outside the file (a
+    transformers decorator unpacking `**kwargs`), or a decorated forward's `*args, **kwargs` signature
+    its argument patching cannot rewrite ("co_varnames is too small": Switch Transformers);
+    concrete_fx calls such a forward by keyword."""
+    if type(error).__name__ == "TraceError":
+        return True
+    frame, last = error.__traceback__, ""
+    while frame is not None:
+        last, frame = frame.tb_frame.f_code.co_filename, frame.tb_next
+    return f"{os.sep}torch{os.sep}fx{os.sep}" in last
 
 
 def within_share(run: Callable[[], Capture]) -> Capture:

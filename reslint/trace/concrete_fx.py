@@ -60,6 +60,13 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
         def __float__(self) -> float:
             return float(values[self.node])
 
+        def size(self, dim: int | None = None) -> Any:  # as `.shape`: a plain torch.Size (torch.distributions checks it)
+            value = values[self.node]
+            return value.size() if dim is None else value.size(dim)
+
+        def __format__(self, spec: str) -> str:  # `self[f"expert_{index[0]}"]`: the submodule the value names
+            return format(values[self.node], spec)
+
         def __setitem__(self, key: Any, value: Any) -> None:  # `scores[mask] = 0`: in place, as it runs
             self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
 
@@ -89,6 +96,12 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
                 return forward(*args, **kwargs)
             return super().call_module(module, forward, args, kwargs)
 
+        def create_arg(self, value: Any) -> Any:
+            try:
+                return super().create_arg(value)
+            except NotImplementedError:  # an object fx cannot hold (a key-value cache among the outputs): no op reads it
+                return None
+
         def to_bool(self, obj: Any) -> bool:
             return bool(values[obj.node])
 
@@ -104,12 +117,26 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
     tracer = ConcreteTracer(autowrap_functions=(rnn.pack_padded_sequence, rnn.pad_packed_sequence, rnn.pack_sequence))
     tracer.record_stack_traces = True
     tracer.proxy_buffer_attributes = True
-    with torch.no_grad(), by_keyword(model, list(traced), constants) as explicit:
+    with torch.no_grad(), unvalidated_distributions(), by_keyword(model, list(traced), constants) as explicit:
         graph = tracer.trace(model, concrete_args=None if explicit else constants or None)
     for node in graph.nodes:
         # else the generated code registers the wrapped functions with torch.fx.wrap for every later fx trace
         node.meta.pop("is_wrapped", None)
     return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+@contextlib.contextmanager
+def unvalidated_distributions() -> Iterator[None]:
+    """torch.distributions checks that its arguments are tensors (a probabilistic forecaster's output
+    distribution, Autoformer's), which a proxy is not; the values are the example input's anyway."""
+    from torch.distributions import Distribution
+
+    before = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(before)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,12 @@ from typing import Any
 KEEP_LAYERS = 2  # two blocks, so a stack is still a stack (placement, mixed blocks, final norm)
 KEEP_EXPERTS = 4
 LAYER_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-                "num_encoder_layers", "num_decoder_layers")
+                "num_encoder_layers", "num_decoder_layers",
+                "num_layers_per_stack")  # HRM: the blocks of each stack, run H x (L + 1) times per forward
+# A decoding loop run inside the forward up to a config's length (SLANeXt: 501 steps of one attention cell, each
+# traced anew): a few steps show the same cell.
+STEP_FIELDS = ("max_text_length",)
+KEEP_STEPS = 4
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
@@ -123,7 +128,7 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
             before = getattr(holder, name, None)
             if not is_count(before):
                 continue
-            keep = layers_to_keep(holder, before, repeats)
+            keep = max(layers_to_keep(holder, before, repeats), len(backbone_outputs(holder, before)))
             # Each reduced count distinct, so the depth of a traced stack maps back to one field.
             while keep in used and keep < before:
                 keep += 1
@@ -132,8 +137,40 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
             used.add(keep)
             truncate_per_layer_lists(holder, before, keep)
             changes.append((prefix + name, before, keep))
+            changes.extend((prefix + field, old, new) for field, old, new in renumber_backbone_outputs(holder, before, keep))
         changes.extend((prefix + name, before, after) for name, before, after in reduce_experts(holder))
+        for name in STEP_FIELDS:
+            before = getattr(holder, name, None)
+            if isinstance(before, int) and not isinstance(before, bool) and before > KEEP_STEPS \
+                    and assign(holder, name, KEEP_STEPS):
+                changes.append((prefix + name, before, KEEP_STEPS))
     return changes + clamp_layer_indices(config, changes)
+
+
+def backbone_outputs(holder: Any, count: int) -> list:
+    """The stages a backbone config returns (`out_features`), where its stages are its `count` layers."""
+    names, outputs = getattr(holder, "stage_names", None), getattr(holder, "out_features", None)
+    if isinstance(names, list) and len(names) == count + 1 and isinstance(outputs, list):
+        return outputs
+    return []
+
+
+def renumber_backbone_outputs(holder: Any, before: int, keep: int) -> list[tuple[str, Any, Any]]:
+    """A backbone cut to `keep` layers returns as many stages as it did, its last ones: a neck sized by the
+    number of stages (RF-DETR's projector: 4 x 384 channels) gets them all."""
+    outputs = backbone_outputs(holder, before)
+    if not outputs or all(name in holder.stage_names[:keep + 1] for name in outputs):
+        return []
+    names = list(holder.stage_names[:keep + 1])
+    renumbered = names[len(names) - len(outputs):]
+    stages = holder.stage_names
+    try:
+        holder.stage_names = names
+        holder.out_features = renumbered
+    except Exception:  # noqa: BLE001 - a config that validates them otherwise: leave its stages as they are
+        holder.stage_names = stages
+        return []
+    return [("out_features", outputs, renumbered)]
 
 
 def clamp_layer_indices(config: Any, changes: list) -> list[tuple[str, Any, Any]]:

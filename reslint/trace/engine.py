@@ -291,26 +291,41 @@ def trace_one(item: Any, module: Any, path: str, real: str, timeout: float, dead
             return [from_text(spec.inputs, namespace, device)]
         return [candidate_inputs(candidate, device) for candidate in infer_candidates(target)]
 
+    narrowing: dict = {}  # a model over the CPU limit: its narrower build (narrow_config), made once when needed
+
     def cpu_variant(index: int = 0):
         import torch
 
+        build = spec.build
+        if not small:
+            if "build" not in narrowing:
+                narrowing["build"] = narrow_builder(model, _max_cpu_parameters())
+            if narrowing["build"] is None:
+                raise RuntimeError("the model is too large to build on CPU")
+            build = narrowing["build"][0]
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            target = spec.build()
+            target = build()
         target.eval()
+        if not small:
+            narrowing.setdefault("models", set()).add(id(target))
         return target, make_inputs(target, "cpu")[index]
 
     from reslint.isolation import report_stage
+    from reslint.trace.narrow_config import narrow_builder, narrowable, narrowing_note
 
     report_stage(f"tracing {spec.name}", spec.line, spec.name)
-    small = cpu_fallback and parameter_count(model) <= _max_cpu_parameters()
+    small = parameter_count(model) <= _max_cpu_parameters()
     reduced = reduction_note(spec.reduction)
     before = len(result.captures)
     capture_one(model, lambda: make_inputs(model, item.device), name=spec.name, line=spec.line, path=path, real=real,
-                result=result, cpu_variant=cpu_variant if small else None, notes=[*item.notes, *filter(None, [reduced])],
-                deadline=deadline, timeout=timeout, inferred=not spec.inputs)
+                result=result, cpu_variant=cpu_variant if cpu_fallback and (small or narrowable(model)) else None,
+                notes=[*item.notes, *filter(None, [reduced])], deadline=deadline, timeout=timeout,
+                inferred=not spec.inputs)
     for capture in result.captures[before:]:
         capture.reduction = list(spec.reduction)
+        if id(capture.model) in narrowing.get("models", ()):
+            capture.notes.append(narrowing_note(narrowing["build"][1]))
 
 
 def capture_one(model: Any, make_inputs: Callable[[], Any], *, name: str, line: int, path: str, real: str,

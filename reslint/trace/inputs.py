@@ -159,7 +159,38 @@ def declared_image_size(config: Any) -> tuple[int, int]:
     if isinstance(ratios, (list, tuple)) and ratios and isinstance(patch, int) and min(ratios) > 0:
         side = int(math.ceil(patch / min(ratios)))
         return side, side
-    return 224, 224
+    return processor_image_size(config) or (224, 224)
+
+
+def processor_image_size(config: Any) -> tuple[int, int] | None:
+    """The (height, width) the model's own image processor resizes to, where that is smaller than the default
+    224²: a text-line recogniser's head assumes the height its backbone folds to one row (PP-OCR rec: 48x320).
+    Read from the source beside the config's module (`size = {"height": ..., "width": ...}` in a class body),
+    never imported (processors import optional packages)."""
+    import ast
+    import pathlib
+    import sys
+
+    module = sys.modules.get(type(config).__module__)
+    source = getattr(module, "__file__", None)
+    if not source:
+        return None
+    for path in sorted(pathlib.Path(source).parent.glob("image_processing_*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for klass in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+            for statement in klass.body:
+                if isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets] == ["size"]:
+                    try:
+                        size = ast.literal_eval(statement.value)
+                    except ValueError:
+                        continue
+                    if isinstance(size, dict) and isinstance(size.get("height"), int) and isinstance(size.get("width"), int) \
+                            and 0 < size["height"] * size["width"] < 224 * 224:
+                        return size["height"], size["width"]
+    return None
 
 
 def integer(value: Any, default: int) -> int:
