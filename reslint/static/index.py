@@ -269,9 +269,9 @@ class FileIndex:
                         spec = ModuleSpec("container", "list", value, info, depth=0)
                     if spec is not None:
                         local_specs[target.value] = spec
-        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and self._init_helper(info, small.value):
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and (
+                helper := self._init_helper(info, small.value)) is not None:
             # `self._init_submodules()`: the submodules a helper method of `__init__` builds are the class's (ESM's layers)
-            helper = self._init_helper(info, small.value)
             self._scanned_helpers.add(helper.name.value)
             self._scan_init_body(info, helper.body.body, {}, loop_count)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
