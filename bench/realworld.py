@@ -124,6 +124,19 @@ PACKAGES = (
         "espnet/nets/pytorch_backend/tacotron2/cbhg.py", "espnet2/asr/encoder/conformer_encoder.py",
         "espnet2/asr/encoder/transformer_encoder.py", "espnet2/enh/separator/tfgridnet_separator.py",
         "espnet2/enh/layers/swin_transformer.py", "espnet2/asr_transducer/encoder/modules/convolution.py")),
+    # held out (wave 7): packages no rule was tuned on, read after the rules were written
+    Package("diffusers", "0.42.1", "diffusers", tuple(f"diffusers/models/{name}.py" for name in (
+        "attention", "normalization", "resnet", "transformers/dit_transformer_2d", "transformers/transformer_2d",
+        "transformers/pixart_transformer_2d", "transformers/transformer_sd3", "transformers/transformer_flux",
+        "transformers/stable_audio_transformer", "transformers/t5_film_transformer", "transformers/prior_transformer",
+        "unets/unet_1d_blocks"))),
+    Package("torch-geometric", "2.8.1", "torch_geometric", tuple(f"torch_geometric/nn/{name}.py" for name in (
+        "conv/gps_conv", "conv/transformer_conv", "models/sgformer", "models/polynormer", "models/graph_mixer",
+        "models/deepgcn", "models/lpformer", "norm/layer_norm"))),
+    Package("fair-esm", "2.0.0", "esm", ("esm/model/esm1.py", "esm/model/esm2.py", "esm/model/msa_transformer.py",
+                                         "esm/modules.py", "esm/axial_attention.py")),
+    Package("perceiver-pytorch", "0.11.0", "perceiver_pytorch", tuple(f"perceiver_pytorch/{name}.py" for name in (
+        "perceiver_pytorch", "perceiver_io", "gated", "mixed_latents", "experimental"))),
 )
 
 

@@ -108,3 +108,9 @@ def test_a_parameter_assigned_anew_keeps_the_rank_of_its_first_reading_only():
 
     assert parameter_ranks(Reshaped()) == {}
     assert parameter_ranks(Stacked()) == {"hiddens": 4}
+
+
+def test_an_optional_context_the_layers_norm_is_given_when_no_guess_without_it_runs():
+    """perceiver-pytorch's PerceiverBlock: `context=None`, normed by a PreNorm's norm_context; no assertion names it."""
+    block = import_file(REPO_ROOT / "fixtures/trace/optional_context.py", "optional_context_fixture").PerceiverBlock()
+    assert shapes(infer_inputs(block, "meta")) == {0: (2, 16, 32), "context": (2, 16, 32)}

@@ -111,7 +111,7 @@ SHARED = textwrap.dedent('''\
     import torch.nn as nn
 
 
-    class Backbone(nn.Module):
+    class Block(nn.Module):
         def __init__(self):
             super().__init__()
             self.fc = nn.Linear(8, 8)
@@ -122,6 +122,17 @@ SHARED = textwrap.dedent('''\
             if h.sum() > 0:
                 return self.norm(x + h)
             return self.norm(x - h)
+
+
+    class Backbone(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
 
 
     class Classifier(nn.Module):

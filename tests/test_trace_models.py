@@ -170,3 +170,15 @@ def test_package_modules_keep_their_relative_imports(tmp_path):
     with loaded_module(str(package / "model.py"), str(tmp_path)) as module:
         assert module.__name__ == "mypkg.model" and module.WIDTH == 12
     assert not {name for name in set(sys.modules) - before if name.startswith("mypkg")}
+
+
+def test_an_installed_packages_subpackages_do_not_shadow_the_standard_library(tmp_path):
+    """torch_geometric has a `profile` subpackage: with the package folder on sys.path, `import cProfile` found it
+    instead of the standard `profile` module and every torch-geometric file failed to import."""
+    package = tmp_path / "lib" / "site-packages" / "graphpkg"
+    (package / "profile").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "profile" / "__init__.py").write_text("")  # no `run`: cProfile's `import profile as _pyprofile` needs it
+    (package / "model.py").write_text("import cProfile\n\nRUN = cProfile.run\n")
+    with loaded_module(str(package / "model.py"), str(tmp_path)) as module:
+        assert module.__name__ == "graphpkg.model" and callable(module.RUN)

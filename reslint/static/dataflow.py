@@ -442,7 +442,7 @@ class Evaluator:
             if isinstance(value, SplitValue):
                 for element in elements:
                     self.assign(element, value.node, scope)
-            elif isinstance(value, TupleValue) and len(value.items) == len(elements):
+            elif isinstance(value, TupleValue) and not isinstance(value, DictValue) and len(value.items) == len(elements):
                 for element, item in zip(elements, value.items):
                     self.assign(element, item, scope)
             else:
@@ -452,6 +452,8 @@ class Evaluator:
     def index_value(self, value, index, where, scope: Scope):
         if isinstance(value, ElemRef) and _grouped_stack(value) is not None and isinstance(index, int):
             return _group_member(value.container, index)
+        if isinstance(value, DictValue):
+            return value.fields.get(index, UNKNOWN_VALUE)
         if isinstance(value, TupleValue):
             if isinstance(index, int) and -len(value.items) <= index < len(value.items):
                 return value.items[index]
@@ -762,10 +764,14 @@ class Evaluator:
     eval_List = eval_Tuple
 
     def eval_Dict(self, expr, scope):
-        for element in expr.elements:
-            if type(element) is cst.DictElement:
-                self.eval(element.value, scope)
-        return UNKNOWN_VALUE
+        """`{"logits": x, ...}`: the values by key, so a returned dict carries the stream to the output (ESM's result)."""
+        fields = {}
+        for position, element in enumerate(expr.elements):
+            value = self.eval(element.value, scope)
+            if isinstance(element, cst.DictElement):
+                key = self.eval(element.key, scope)
+                fields[key.value if isinstance(key, Const) else (position,)] = value
+        return DictValue([], fields)
 
     def eval_ListComp(self, expr, scope):
         """`(part.view(b, t, h, -1) for part in (q, k, v))`: one value per item of a collection the engine holds
@@ -845,7 +851,7 @@ class Evaluator:
         index = None
         if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
             folded = self.eval(expr.slice[0].slice.value, scope)
-            if isinstance(folded, Const) and isinstance(folded.value, int):
+            if isinstance(folded, Const) and (isinstance(folded.value, int) or isinstance(value, DictValue)):
                 index = folded.value
         if isinstance(value, ModRef) and value.spec.named and len(expr.slice) == 1 and type(
                 expr.slice[0].slice) is cst.Index:
@@ -1036,7 +1042,7 @@ class Evaluator:
             value = self.eval(arg.value, scope)
             if arg.keyword is not None:
                 kwargs[arg.keyword.value] = value
-            elif arg.star == "*" and isinstance(value, TupleValue):
+            elif arg.star == "*" and isinstance(value, TupleValue) and not isinstance(value, DictValue):
                 args.extend(value.items)
             elif arg.star == "":
                 args.append(value)
@@ -1429,6 +1435,10 @@ class RecordValue(TupleValue):
     def __init__(self, args: list, fields: dict):
         super().__init__(tuple(args) + tuple(fields.values()))
         self.fields = fields
+
+
+class DictValue(RecordValue):
+    """A dict literal: its values by key; iterating or unpacking it gives keys, which the engine does not hold."""
 
 
 CONFIG_OBJECTS = CONFIG_OBJECT_NAMES

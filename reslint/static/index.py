@@ -275,6 +275,7 @@ class FileIndex:
         for param in list(params.params) + list(params.kwonly_params) + list(params.posonly_params):
             info.init_defaults[param.name.value] = param.default
         local_specs: dict[str, ModuleSpec] = {}
+        self._scanned_helpers: set[str] = set()
         self._scan_init_body(info, init.body.body, local_specs, loop_count=None)
 
     def _scan_init_body(self, info, statements, local_specs, loop_count) -> None:
@@ -314,6 +315,11 @@ class FileIndex:
                         spec = ModuleSpec("container", "list", value, info, depth=0)
                     if spec is not None:
                         local_specs[target.value] = spec
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and (
+                helper := self._init_helper(info, small.value)) is not None:
+            # `self._init_submodules()`: the submodules a helper method of `__init__` builds are the class's (ESM's layers)
+            self._scanned_helpers.add(helper.name.value)
+            self._scan_init_body(info, helper.body.body, {}, loop_count)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             call = small.value
             # self.layers.append(Block(...)) inside a loop builds a stack.
@@ -332,6 +338,13 @@ class FileIndex:
                         container.depth_known = isinstance(loop_count, int)
                     elif container.depth is not None:
                         container.depth += 1
+
+    def _init_helper(self, info: ClassInfo, call: cst.Call) -> cst.FunctionDef | None:
+        """The method of this class (or a base in this file) that `self.NAME(...)` calls from `__init__`, once each."""
+        if not is_self_attr(call.func) or call.func.attr.value in self._scanned_helpers | {"__init__"}:
+            return None
+        helper = self.method(info, call.func.attr.value)
+        return helper if helper is not None and isinstance(helper.body, cst.IndentedBlock) else None
 
     def spec_from_expr(self, info: ClassInfo, expr: cst.BaseExpression, local_specs: dict) -> ModuleSpec | None:
         if isinstance(expr, cst.Name) and expr.value in local_specs:

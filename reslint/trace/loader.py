@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType, TracebackType
 
 from reslint.file_gate import overlay
-from reslint.project_index import module_name, project_root, search_path
+from reslint.project_index import INSTALL_DIRECTORIES, module_name, project_root, search_path
 
 
 class TraceTimeout(BaseException):
@@ -145,6 +145,14 @@ def module_from_text(name: str, path: str, data: bytes) -> ModuleType:
     return module
 
 
+def inside_installed_package(entry: os.PathLike) -> bool:
+    """A folder inside an installed package (`site-packages/torch_geometric`): on sys.path its subpackages would
+    shadow the standard library (torch_geometric's `profile` package hid the `profile` module cProfile imports);
+    an installed package imports itself by dotted names from site-packages."""
+    parts = os.path.normcase(os.path.abspath(entry)).split(os.sep)
+    return any(part in INSTALL_DIRECTORIES for part in parts[:-1])
+
+
 @contextlib.contextmanager
 def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     """Import `path` for the duration of the block; raises ImportFailed (line, one-line message).
@@ -153,7 +161,7 @@ def loaded_module(path: str, root: str) -> Iterator[ModuleType]:
     """
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
-    entries = [str(entry) for entry in search_path(path, root)]
+    entries = [str(entry) for entry in search_path(path, root) if not inside_installed_package(entry)]
     roots = tuple(dict.fromkeys(os.path.normcase(entry) for entry in
                                 (directory, os.path.abspath(root), str(project_root(path, root)))))
     saved_path = list(sys.path)

@@ -56,10 +56,21 @@ def plain_candidates(model: Any) -> list[Candidate]:
     if required and all(NUMBER_NAMES.fullmatch(name.lower()) for name in required):  # `forward(self, i, j)`: sizes
         tried.append(([], {name: SEQ for name in required}, "sizes " + ", ".join(f"{name}={SEQ}" for name in required)))
     tried += [asked for name in asked_inputs(model) if (asked := with_input(guess, name, model)) is not None]
+    # last: an optional cross-attention input the layers cannot do without (perceiver's `context=None`
+    # normed by a PreNorm's norm_context), made like the first input
+    tried += [given for name in optional_side_inputs(model)
+              if (given := with_input(guess, name, model, "an optional side input")) is not None and given not in tried]
     return probe(model, tried)
 
 
-def with_input(candidate: Candidate, name: str, model: Any) -> Candidate | None:
+def optional_side_inputs(model: Any) -> list[str]:
+    """The forward's optional parameters named like a second stream it attends to (context, memory, encoder states)."""
+    return [parameter.name for parameter in forward_parameters(model).values()
+            if parameter.default is None and SIDE_INPUT_NAMES.fullmatch(parameter.name.lower())]
+
+
+def with_input(candidate: Candidate, name: str, model: Any,
+               why: str = "which the forward's assertion asks for") -> Candidate | None:
     """`candidate` plus the optional input `name`, made like its first tensor (a cross-attention stack's
     `context=None` that an assertion asks for); None when it cannot be made."""
     specs, extra, where = candidate
@@ -72,7 +83,7 @@ def with_input(candidate: Candidate, name: str, model: Any) -> Candidate | None:
     spec = parameter_spec(parameter, first, batch, first.shape[1] if len(first.shape) >= 2 else SEQ)
     if spec is None:
         return None
-    return [*specs, spec], extra, f"{where}; `{name}`, which the forward's assertion asks for"
+    return [*specs, spec], extra, f"{where}; `{name}`, {why}"
 
 
 def first_token_ids(model: Any) -> Candidate | None:
@@ -248,6 +259,7 @@ LENGTH_NAMES = re.compile(r"(\w+_)?(lengths?|lens|len)|[a-z]lens|seq_?lens?|seql
 TIME_NAMES = ("t", "timestep", "timesteps", "time", "step")
 POSITION_NAMES = re.compile(r"t|times?|pos|positions?|position_ids|timesteps?")
 NUMBER_NAMES = re.compile(r"[ijn]|(\w+_)?(len|length|size|steps?|num|count)")
+SIDE_INPUT_NAMES = re.compile(r"context|memory|cond|encoder_(hidden_states|out|outputs?)|enc_out")
 TOKEN_ID_NAMES = re.compile(r"(\w+_)?(tokens|token_ids|ids|idx)")
 
 

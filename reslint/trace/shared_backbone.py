@@ -38,9 +38,13 @@ def backbone_links(kept: list, built: list) -> dict[int, tuple[str, Any]]:
 
 
 def reusable(facts: Any) -> bool:
-    """Whether the backbone's facts hold whatever its head does with the backbone's output."""
-    return all(stack.final_norm is True for key, stack in facts.stacks.items()
-               if facts.stack_placement(key) in PRE_PLACEMENTS)
+    """Whether the backbone's facts hold whatever its head does with the backbone's output.
+
+    Only a stack of blocks stands for its heads: a single layer several blocks hold (diffusers' FeedForward)
+    sits inside each block's residual branch, fed by the block's norm, and replaying it would cut that norm from
+    the add it feeds (a Pre-LN block read as Post-LN)."""
+    return bool(facts.stacks) and all(stack.final_norm is True for key, stack in facts.stacks.items()
+                                      if facts.stack_placement(key) in PRE_PLACEMENTS)
 
 
 def make_replay(backbone: Any) -> Any:
