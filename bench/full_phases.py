@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     phases.wrap(api, "require_torch", "torch import")
     phases.wrap(analysis, "static_analysis", "static analysis")
     phases.wrap(analysis, "warm_for_tracing", "warm for tracing")
-    phases.wrap(isolation, "run_isolated", lambda stack: "fix re-trace" if any(
+    phases.wrap(isolation, "run_isolated_then", lambda stack: "fix re-trace" if any(
         entry[0] == "fix re-trace" for entry in stack) else "trace children")
     phases.wrap(apply, "with_fixes", "fix availability")
     phases.wrap(apply, "still_traces", "fix re-trace")

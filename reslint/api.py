@@ -163,13 +163,17 @@ def check(
             worker_fixes = None
             if fixes and source is None and settings.static:
                 from reslint.fixes.worker import worker_fixes  # the workers check a file's fixes beside its analysis
-            report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
-            if source is not None:
-                report.texts[source.display] = stdin
-            if fixes and source is None and report.findings:  # text read from stdin is never fixed
-                from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+            from reslint.fixes.checked_in_trace_child import for_this_check
 
-                report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
+            # A full check's trace children check their files' fixes after tracing them.
+            with for_this_check(fixes and source is None and not settings.static):
+                report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
+                if source is not None:
+                    report.texts[source.display] = stdin
+                if fixes and source is None and report.findings:  # text read from stdin is never fixed
+                    from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+
+                    report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
     report.skipped = discovery.skipped
     report.settings = settings
     return report
