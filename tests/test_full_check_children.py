@@ -17,6 +17,7 @@ import pytest
 
 from cli_support import REPO_ROOT
 from reslint.isolation import ChildFailure, deliver, report_stage, run_isolated_then
+from test_fixes import NORM_OVER_HIDDEN_WIDTH
 
 # `reslint check` (full, JSON) in this process, logging each fork this process makes (the children's own
 # forks are theirs); `off` runs the fix checks as before, a child of their own per fixed file.
@@ -53,15 +54,20 @@ def test_a_files_fixes_are_checked_in_the_child_that_traced_it_with_the_same_fix
     (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
     shutil.copy(REPO_ROOT / "examples" / "tiny_gpt.py", tmp_path / "tiny_gpt.py")
     shutil.copy(REPO_ROOT / "examples" / "pre_ln_gpt.py", tmp_path / "pre_ln_gpt.py")
+    # Its RL103 fix passes the static re-check, but the fixed model no longer traces: not offered.
+    (tmp_path / "refused.py").write_text(NORM_OVER_HIDDEN_WIDTH, encoding="utf-8")
+    files = ("tiny_gpt.py", "pre_ln_gpt.py", "refused.py")
 
-    shared, shared_forks = counted_check(tmp_path, "on", "tiny_gpt.py", "pre_ln_gpt.py")
-    alone, alone_forks = counted_check(tmp_path, "off", "tiny_gpt.py", "pre_ln_gpt.py")
+    shared, shared_forks = counted_check(tmp_path, "on", *files)
+    alone, alone_forks = counted_check(tmp_path, "off", *files)
 
     # tiny_gpt.py offers fixes (RL103, RL501), which trace it again with them applied; pre_ln_gpt.py none.
-    fixed = sorted((finding["code"], finding["line"]) for finding in shared["findings"] if finding["fix"])
-    assert fixed == [("RL103", 44), ("RL501", 15)]
+    fixed = sorted((finding["path"], finding["code"], finding["line"]) for finding in shared["findings"]
+                   if finding["fix"])
+    assert fixed == [("tiny_gpt.py", "RL103", 44), ("tiny_gpt.py", "RL501", 15)]
+    assert ("refused.py", "RL103") in {(finding["path"], finding["code"]) for finding in shared["findings"]}
     assert shared == alone
-    assert (shared_forks, alone_forks) == (2, 3)  # a trace child per file; before, one more for the fixed file
+    assert (shared_forks, alone_forks) == (3, 5)  # a trace child per file; before, one more per fixed file
 
 
 def stages_then_delivers(value, later):
