@@ -87,7 +87,7 @@ def global_state() -> tuple:
 
     if module._global_forward_hooks or module._global_forward_pre_hooks or module._global_module_registration_hooks:
         raise Unmemoizable
-    return torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_autocast_enabled()
+    return torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device(), torch.is_autocast_enabled()
 
 
 def described(value: Any) -> Any:
