@@ -25,21 +25,20 @@ from reslint.findings import FileResult, Finding
 from reslint.settings import Settings
 
 _owner: int | None = None  # the process whose check wants its fixes checked in trace children
-_handed: dict[tuple, dict] = {}  # (display, digest of the text, engine settings) -> FileResult document
+_handed: dict[tuple, object] = {}  # (display, text digest, engine settings) -> FileResult document; also fixer candidates
 _recording: list[dict] | None = None  # in a trace child: the analyses with_fixes computed there
 
 
 @contextlib.contextmanager
 def for_this_check(wanted: bool) -> Iterator[None]:
     """While the check and its `with_fixes` run: the trace children check their files' fixes."""
-    global _owner
-    _owner = os.getpid() if wanted else None
-    _handed.clear()
+    global _owner, _handed
+    outer = _owner, _handed
+    _owner, _handed = (os.getpid() if wanted else None), {}
     try:
         yield
     finally:
-        _owner = None
-        _handed.clear()
+        _owner, _handed = outer
 
 
 def wanted() -> bool:
