@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from reslint.discovery import SourceFile
@@ -80,7 +80,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     with collector_paused():
         parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path)
     if parsed and not settings.static and source_path is None:
-        from reslint.fixes.checked_in_trace_child import remember_static
+        from reslint.fixes.handed_back import remember_static
 
         remember_static(path, data, settings, result)
     if parsed and not settings.static and (has_models or names_file(settings, source_path or path)
@@ -423,7 +423,7 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
                       source_path: str | None) -> None:
     """Run the trace engine in an isolated child and merge: one finding per (path, line, code), the
     trace engine's preferred. Whatever the checked code does, the static findings stay."""
-    from reslint.fixes import checked_in_trace_child
+    from reslint.fixes import handed_back
     from reslint.isolation import ChildFailure, run_isolated_then
     from reslint.trace.engine import file_timeout, needs_import
 
@@ -431,12 +431,12 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
         return
     timeout = file_timeout(settings)
     warm_for_tracing(export="export seen" in _warmed)
-    fix_check = checked_in_trace_child.wanted() and source_path is None
+    fix_check = handed_back.wanted() if source_path is None else None
     # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
-    traced, fix_analyses = run_isolated_then(traced_document, path, data, settings, source_path,
-                                             list(result.findings) if fix_check else None,
-                                             timeout=timeout + 2, then_timeout=timeout + 2 if fix_check else None)
-    checked_in_trace_child.take(path, fix_analyses)
+    traced, fix_analyses = run_isolated_then(traced_document, path, data, settings, source_path, fix_check,
+                                             list(result.findings), timeout=timeout + 2,
+                                             then_timeout=timeout + 2 if fix_check is not None else None)
+    handed_back.take(path, fix_analyses)
     if isinstance(traced, dict) and traced.get("exported"):
         _warmed.add("export seen")  # the next child forked from here starts with export warmed up
     if not isinstance(traced, ChildFailure):
@@ -542,22 +542,21 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
 
 
 def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None,
-                    static_findings: list[Finding] | None = None):
-    """trace_and_check's result as data, to cross the process boundary (in the isolated child). With the
-    file's `static_findings`, the result is delivered and the file's fixes are checked here after it
-    (fixes.checked_in_trace_child): what that computed is returned."""
+                    fix_check: Callable | None = None, static_findings: list[Finding] = ()):
+    """trace_and_check's result as data, to cross the process boundary (in the isolated child). With a
+    `fix_check` (fixes.checked_in_trace_child.check_fixes_here), the result is delivered and the file's fixes
+    are checked here after it, on its `static_findings` and the traced ones: what that computed is returned."""
     from reslint.trace import capture
 
     capture.exported = False
     traced = trace_and_check(path, data, settings, source_path)
     traced.exported = capture.exported
-    if static_findings is None:
+    if fix_check is None:
         return traced.to_dict()
-    from reslint.fixes.checked_in_trace_child import check_fixes_here
     from reslint.isolation import deliver
 
     deliver(traced.to_dict())
-    return check_fixes_here(path, data, settings, merge_findings(static_findings, traced.findings))
+    return fix_check(path, data, settings, merge_findings(list(static_findings), traced.findings))
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:

@@ -163,10 +163,13 @@ def check(
             worker_fixes = None
             if fixes and source is None and settings.static:
                 from reslint.fixes.worker import worker_fixes  # the workers check a file's fixes beside its analysis
-            from reslint.fixes.checked_in_trace_child import for_this_check
+            from reslint.fixes.handed_back import for_this_check
 
-            # A full check's trace children check their files' fixes after tracing them.
-            with for_this_check(fixes and source is None and not settings.static):
+            fix_check = None
+            if fixes and source is None and not settings.static:
+                # A full check's trace children check their files' fixes after tracing them.
+                from reslint.fixes.checked_in_trace_child import check_fixes_here as fix_check
+            with for_this_check(fix_check):
                 report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
                 if source is not None:
                     report.texts[source.display] = stdin

@@ -243,7 +243,7 @@ def candidate(display: str, text: str, finding: Finding, parsed: Parsed | None =
     parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
     asked = (display, *fix_key(finding))  # all a fixer reads of the finding
     if asked not in parsed.candidates:  # asked again by the attempt that re-checks it: the same answer
-        from reslint.fixes.checked_in_trace_child import candidate_of  # or the file's trace child made it
+        from reslint.fixes.handed_back import candidate_of  # or the file's trace child made it
 
         parsed.candidates[asked] = candidate_of(text, asked, lambda: fixed_text(display, text, finding, parsed))
     return parsed.candidates[asked]
@@ -349,7 +349,7 @@ def cached_analysis(display: str, data: bytes, settings: Settings, engine: Setti
     each fixable file again. A slot per text, so each candidate fix's text has its own entry; a traced
     entry also follows the project modules the file imports."""
     from reslint.analysis import analyze_file
-    from reslint.fixes.checked_in_trace_child import analysis_of
+    from reslint.fixes.handed_back import analysis_of
 
     def analysed() -> FileResult:  # or handed back by the file's trace child
         return analysis_of(display, data, engine, lambda: analyze_file(display, data, engine))
