@@ -10,9 +10,11 @@ children it waited for (the isolated trace children, and whatever they started).
   torch import      `require_torch` (torch, torch.export, torch.fx)
   static analysis   the static engine's pass over each file, in the parent
   warm for tracing  what the parent imports/warms once before forking trace children
-  trace children    `run_isolated` of the files' traces (a child per file)
-  fix availability  `with_fixes`: the static re-checks of candidate fixes...
-    fix re-trace    ...and `still_traces`: tracing each fixed file
+  trace children    `run_isolated_then` of the files' traces (a child per file); since wave 7 each child
+                    also checks its file's fixes after delivering its trace (static re-checks, the fixed
+                    file traced: fixes.checked_in_trace_child), so their CPU seconds are counted here
+  fix availability  `with_fixes` in the parent: what the children did not hand back...
+    fix re-trace    ...and `still_traces`: tracing a fixed file in a child of its own (when not handed back)
   project stage     linking the files (RL301, RL103 across files)
 
 The numbers are for finding the next hot spot; bench/bench_all.py measures whole runs.
@@ -74,7 +76,7 @@ def main(argv: list[str]) -> int:
     phases.wrap(api, "require_torch", "torch import")
     phases.wrap(analysis, "static_analysis", "static analysis")
     phases.wrap(analysis, "warm_for_tracing", "warm for tracing")
-    phases.wrap(isolation, "run_isolated", lambda stack: "fix re-trace" if any(
+    phases.wrap(isolation, "run_isolated_then", lambda stack: "fix re-trace" if any(
         entry[0] == "fix re-trace" for entry in stack) else "trace children")
     phases.wrap(apply, "with_fixes", "fix availability")
     phases.wrap(apply, "still_traces", "fix re-trace")

@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from reslint.discovery import SourceFile
@@ -81,6 +81,10 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         return result
     with collector_paused():
         parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path, links)
+    if parsed and not settings.static and source_path is None and links:
+        from reslint.fixes.handed_back import remember_static
+
+        remember_static(path, data, settings, result)
     if parsed and not settings.static and (has_models or names_file(settings, source_path or path)
                                            or subclasses_a_model(text)):
         add_trace_results(result, path, data, settings, source_path)
@@ -422,15 +426,20 @@ def add_trace_results(result: FileResult, path: str, data: bytes, settings: Sett
                       source_path: str | None) -> None:
     """Run the trace engine in an isolated child and merge: one finding per (path, line, code), the
     trace engine's preferred. Whatever the checked code does, the static findings stay."""
-    from reslint.isolation import ChildFailure, run_isolated
+    from reslint.fixes import handed_back
+    from reslint.isolation import ChildFailure, run_isolated_then
     from reslint.trace.engine import file_timeout, needs_import
 
     if not torch_available() or not needs_import(path, data, settings, source_path):
         return
     timeout = file_timeout(settings)
     warm_for_tracing(export="export seen" in _warmed)
+    fix_check = handed_back.wanted() if source_path is None else None
     # The child's own per-model limits report precisely; this one also stops hangs in C code, crashes and exits.
-    traced = run_isolated(traced_document, path, data, settings, source_path, timeout=timeout + 2)
+    traced, fix_analyses = run_isolated_then(traced_document, path, data, settings, source_path, fix_check,
+                                             list(result.findings), timeout=timeout + 2,
+                                             then_timeout=timeout + 2 if fix_check is not None else None)
+    handed_back.take(path, fix_analyses)
     if isinstance(traced, dict) and traced.get("exported"):
         _warmed.add("export seen")  # the next child forked from here starts with export warmed up
     if not isinstance(traced, ChildFailure):
@@ -486,22 +495,34 @@ def preload_torch() -> None:
 _warmed: set[str] = set()
 
 
+# The trace engine's modules a trace child imports (with what they import): a child forked after the
+# parent imported them shares them instead of compiling or unmarshalling them again.
+TRACE_MODULES = ("reslint.trace.engine", "reslint.trace.models", "reslint.trace.inputs", "reslint.trace.capture",
+                 "reslint.trace.fast_capture", "reslint.trace.shared_backbone", "reslint.trace.graph_facts",
+                 "reslint.trace.config_reduction", "reslint.trace.constructor_arguments",
+                 "reslint.static.construction_sites")
+
+
 def warm_for_tracing(export: bool) -> None:
     """Import once in this process what each forked trace child would otherwise import on its own:
     torch's symbolic shapes (and sympy), which every `torch._check` of the meta kernels (an add, an
-    arange) loads on first use; and `export`: torch.export's own warm-up (dynamo included), seconds per
-    process, done here once an earlier child needed export (a single file's child pays it alone, as it
-    would here). Dynamo itself is not imported for children the fast capture path serves (see
-    trace.meta_init.refs_without_dynamo)."""
+    arange) loads on first use; the trace engine's modules and the references meta_init finds; and
+    `export`: torch.export's own warm-up (dynamo included), seconds per process, done here once an earlier
+    child needed export (a single file's child pays it alone, as it would here). Dynamo itself is not
+    imported for children the fast capture path serves (see trace.meta_init.refs_without_dynamo)."""
     import importlib
 
-    for step in ("symbolic shapes", "export")[:2 if export else 1]:
+    for step in ("symbolic shapes", "trace engine", "export")[:3 if export else 2]:
         if step in _warmed:
             continue
         _warmed.add(step)
         try:
             if step == "export":
                 preload_torch()
+            elif step == "trace engine":
+                for name in TRACE_MODULES:
+                    importlib.import_module(name)
+                importlib.import_module("reslint.trace.meta_init").disabled_references()
             else:
                 importlib.import_module("torch.fx.experimental.symbolic_shapes")
         except Exception:  # noqa: BLE001 - only a head start: the children do without it
@@ -523,14 +544,22 @@ def failed_trace(path: str, failure, timeout: float) -> TracedFile:
                       traces=[trace])
 
 
-def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None) -> dict:
-    """trace_and_check's result as data, to cross the process boundary (in the isolated child)."""
+def traced_document(path: str, data: bytes, settings: Settings, source_path: str | None,
+                    fix_check: Callable | None = None, static_findings: list[Finding] = ()):
+    """trace_and_check's result as data, to cross the process boundary (in the isolated child). With a
+    `fix_check` (fixes.checked_in_trace_child.check_fixes_here), the result is delivered and the file's fixes
+    are checked here after it, on its `static_findings` and the traced ones: what that computed is returned."""
     from reslint.trace import capture
 
     capture.exported = False
     traced = trace_and_check(path, data, settings, source_path)
     traced.exported = capture.exported
-    return traced.to_dict()
+    if fix_check is None:
+        return traced.to_dict()
+    from reslint.isolation import deliver
+
+    deliver(traced.to_dict())
+    return fix_check(path, data, settings, merge_findings(list(static_findings), traced.findings))
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:

@@ -175,13 +175,20 @@ def check(
             worker_fixes = None
             if fixes and source is None and settings.static:
                 from reslint.fixes.worker import worker_fixes  # the workers check a file's fixes beside its analysis
-            report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
-            if source is not None:
-                report.texts[source.display] = stdin
-            if fixes and source is None and report.findings:  # text read from stdin is never fixed
-                from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+            from reslint.fixes.handed_back import for_this_check
 
-                report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
+            fix_check = None
+            if fixes and source is None and not settings.static:
+                # A full check's trace children check their files' fixes after tracing them.
+                from reslint.fixes.checked_in_trace_child import check_fixes_here as fix_check
+            with for_this_check(fix_check):
+                report = check_sources(discovery.sources, settings, progress=progress, fixes=worker_fixes)
+                if source is not None:
+                    report.texts[source.display] = stdin
+                if fixes and source is None and report.findings:  # text read from stdin is never fixed
+                    from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
+
+                    report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
     report.skipped = discovery.skipped
     report.settings = settings
     return report

@@ -18,6 +18,7 @@ Where `fork` does not exist (Windows) the function runs in-process, as before.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import gc
@@ -29,7 +30,7 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,8 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _stage_writer: int | None = None  # the pipe to the parent, set in the worker
 _running: set[int] = set()  # keepers of this process still running
+_inline = False  # run_isolated calls run here (see inline): the caller is an isolated worker already
+_delivered: list | None = None  # what `deliver` got while a call runs in this process
 
 
 def report_stage(stage: str, line: int = 1, symbol: str = "") -> None:
@@ -61,8 +64,17 @@ class ChildFailure:
 def run_isolated(function: Callable[..., Any], *args: Any, timeout: float | None) -> Any:
     """`function(*args)` in a forked child; its return value (JSON data: dicts, lists, strings,
     numbers), or a ChildFailure. Every process the call started has ended when it returns."""
-    if not hasattr(os, "fork"):
-        return function(*args)
+    return run_isolated_then(function, *args, timeout=timeout, then_timeout=None)[0]
+
+
+def run_isolated_then(function: Callable[..., Any], *args: Any, timeout: float | None,
+                      then_timeout: float | None) -> tuple[Any, Any]:
+    """run_isolated for a function that may `deliver` its result and go on with more work, which gets
+    `then_timeout` more seconds: (the result or a ChildFailure, what the function returned after
+    delivering or a ChildFailure saying why nothing came; None when it delivered nothing). A crash or hang
+    after the delivery loses only the later work."""
+    if not hasattr(os, "fork") or _inline:
+        return _in_this_process(function, args)
     reader, writer = os.pipe()
     parent = os.getpid()
     # The child's collector would walk (and so copy, page by page) every object the parent holds:
@@ -75,10 +87,41 @@ def run_isolated(function: Callable[..., Any], *args: Any, timeout: float | None
     os.close(writer)
     _running.add(pid)
     try:
-        return _wait(pid, reader, timeout)
+        return _wait(pid, reader, timeout, then_timeout)
     finally:
         _running.discard(pid)
         os.close(reader)
+
+
+def _in_this_process(function: Callable[..., Any], args: tuple) -> tuple[Any, Any]:
+    global _delivered
+    outer, _delivered = _delivered, []
+    try:
+        value = function(*args)
+        return (_delivered[0], value) if _delivered else (value, None)
+    finally:
+        _delivered = outer
+
+
+def deliver(value: Any) -> None:
+    """In a function run by run_isolated_then: `value` is the call's result, sent now; the function goes
+    on, and what it returns comes after."""
+    if _delivered is not None:
+        _delivered.append(value)
+    elif _stage_writer is not None:
+        _send(_stage_writer, {"kind": "delivered", "value": value})
+
+
+@contextlib.contextmanager
+def inline() -> Iterator[None]:
+    """run_isolated runs its function in this process: for work an isolated worker does after delivering
+    its result (the parent's time limit and a crash there lose only that work)."""
+    global _inline
+    outer, _inline = _inline, True
+    try:
+        yield
+    finally:
+        _inline = outer
 
 
 def kill_running_children() -> None:
@@ -259,30 +302,36 @@ def _send(writer: int, message: dict) -> None:
 # ----- in the parent ---------------------------------------------------------------------------
 
 
-def _wait(pid: int, reader: int, timeout: float | None) -> Any:
+def _wait(pid: int, reader: int, timeout: float | None, then_timeout: float | None) -> tuple[Any, Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
     stage: tuple[str, int, str] = ("importing the file", 1, "")
     exit_status: int | None = None
     buffer = b""
+    delivered: list = []  # the result, once delivered: what comes after is the later work's
+
+    def ended(value: Any) -> tuple[Any, Any]:
+        return (delivered[0], value) if delivered else (value, None)
+
     try:
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 _kill(pid)
-                return ChildFailure(f"timed out after {timeout:g} s", *stage)
+                return ended(ChildFailure(f"timed out after {(then_timeout if delivered else timeout):g} s", *stage))
             ready, _, _ = select.select([reader], [], [], remaining)
             if not ready:
                 continue
             chunk = os.read(reader, 1 << 16)
             if not chunk:  # the keeper and everything below it are gone: the worker's status says how
                 keeper_status = _reap(pid)
-                return ChildFailure(_exit_cause(keeper_status if exit_status is None else exit_status), *stage)
+                return ended(ChildFailure(_exit_cause(keeper_status if exit_status is None else exit_status), *stage))
             buffer += chunk
             while len(buffer) >= 8:
                 size = struct.unpack("<Q", buffer[:8])[0]
                 if size > MAX_MESSAGE_BYTES:
                     _kill(pid)
-                    return ChildFailure(f"sent a message of {size} bytes (the limit is {MAX_MESSAGE_BYTES})", *stage)
+                    return ended(ChildFailure(f"sent a message of {size} bytes (the limit is {MAX_MESSAGE_BYTES})",
+                                              *stage))
                 if len(buffer) < 8 + size:
                     break
                 message = _decode(buffer[8:8 + size])
@@ -292,12 +341,15 @@ def _wait(pid: int, reader: int, timeout: float | None) -> Any:
                     stage = (str(message.get("stage")), _integer(message.get("line"), 1), str(message.get("symbol", "")))
                 elif kind == "exited":
                     exit_status = _integer(message.get("status"), 0)
-                elif kind == "result":
+                elif kind == "delivered" and not delivered and then_timeout is not None:
+                    delivered.append(message.get("value"))
+                    deadline = time.monotonic() + then_timeout
+                elif kind in ("result", "delivered"):
                     _kill(pid)  # the keeper ends the worker's leftovers before it exits
-                    return message.get("value")
+                    return ended(message.get("value"))
                 else:
                     _kill(pid)
-                    return ChildFailure(str(message.get("cause", "sent a message reslint does not know")), *stage)
+                    return ended(ChildFailure(str(message.get("cause", "sent a message reslint does not know")), *stage))
     except BaseException:  # KeyboardInterrupt included: never leave the child behind
         _kill(pid)
         raise

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from reslint.discovery import SourceFile, root_relative
 from reslint.file_gate import overlaid
-from reslint.findings import Finding, ModelSummary
+from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.fixes import Edit, Fix, fixer
 from reslint.fixes.source import Source, owner_class
 from reslint.settings import Settings
@@ -248,7 +248,9 @@ def candidate(display: str, text: str, finding: Finding, parsed: Parsed | None =
     parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
     asked = (display, *fix_key(finding))  # all a fixer reads of the finding
     if asked not in parsed.candidates:  # asked again by the attempt that re-checks it: the same answer
-        parsed.candidates[asked] = fixed_text(display, text, finding, parsed)
+        from reslint.fixes.handed_back import candidate_of  # or the file's trace child made it
+
+        parsed.candidates[asked] = candidate_of(text, asked, lambda: fixed_text(display, text, finding, parsed))
     return parsed.candidates[asked]
 
 
@@ -353,14 +355,18 @@ def cached_analysis(display: str, data: bytes, settings: Settings, engine: Setti
     entry also follows the project modules the file imports. `links=False`: without the file's links to
     other files (a static re-check reads only the findings)."""
     from reslint.analysis import analyze_file
+    from reslint.fixes.handed_back import analysis_of
+
+    def analysed() -> FileResult:  # or handed back by the file's trace child
+        return analysis_of(display, data, engine, lambda: analyze_file(display, data, engine, links=links))
 
     if not settings.cache:
-        return analyze_file(display, data, engine, links=links)
+        return analysed()
     cache, slot = fix_check_cache(display, data, settings, engine)
     real_path = os.path.abspath(display)
     result = cache.load(slot, data, real_path)
     if result is None:
-        result = analyze_file(display, data, engine, links=links)
+        result = analysed()
         if result.cacheable:
             cache.store(slot, data, real_path, result)
     return result

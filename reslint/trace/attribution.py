@@ -40,9 +40,15 @@ class Attribution:
         self.real_path = resolve(path)
         self.class_line = int(getattr(graph.capture, "class_line", 1) or 1)
         self.source_index = SourceIndex.of(self.real_path)
+        self.stacks: dict = {}  # node -> its module_stack (asked for every node near each residual add)
 
     def module_stack(self, node) -> list[tuple[str, str]]:
         """[(module path, class qualname)] outermost first, from nn_module_stack (or the call_module)."""
+        if node not in self.stacks:
+            self.stacks[node] = self._module_stack(node)
+        return self.stacks[node]
+
+    def _module_stack(self, node) -> list[tuple[str, str]]:
         stack = node.meta.get("nn_module_stack") or {}
         entries = []
         for value in stack.values():

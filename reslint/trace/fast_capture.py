@@ -95,14 +95,21 @@ def user_stack() -> str:
     """The `forward` frames of the caller's stack outside torch, as export's stack traces keep them
     (fx's own `record_stack_traces` keeps every frame after the first forward, and imports
     torch._inductor and sympy on first use: 1.5 CPU-s)."""
+    import sys
     import traceback
 
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    kept = [frame for frame in traceback.extract_stack()
-            if frame.name == "forward" and not frame.filename.startswith(torch_dir)]
-    return "".join(traceback.StackSummary.from_list(kept).format()).strip()
+    kept = []  # only these frames are summarised (their source lines read): a few of the stack's hundred
+    frame = sys._getframe()
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "forward" and not code.co_filename.startswith(torch_dir):
+            kept.append((frame, frame.f_lineno))
+        frame = frame.f_back
+    kept.reverse()
+    return "".join(traceback.StackSummary.extract(kept).format()).strip()
 
 
 def same_meaning(node: Any, modules: dict) -> bool:
@@ -124,12 +131,25 @@ def propagate(module: Any, arguments: list) -> None:
     import torch.fx
 
     from reslint.trace.meta_init import refs_without_dynamo
+    from reslint.trace.meta_memo import memoized
 
     class ValueProp(torch.fx.Interpreter):
         def run_node(self, node: Any) -> Any:
             result = super().run_node(node)
             node.meta["val"] = result
             return result
+
+        def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+            return memoized(lambda: super(ValueProp, self).call_function(target, args, kwargs),
+                            "function", target, args, kwargs)
+
+        def call_method(self, target: Any, args: tuple, kwargs: dict) -> Any:
+            return memoized(lambda: super(ValueProp, self).call_method(target, args, kwargs),
+                            "method", target, args, kwargs)
+
+        def call_module(self, target: Any, args: tuple, kwargs: dict) -> Any:
+            return memoized(lambda: super(ValueProp, self).call_module(target, args, kwargs),
+                            "module", target, args, kwargs, self.fetch_attr(target))
 
     with refs_without_dynamo():
         ValueProp(module).run(*arguments)
