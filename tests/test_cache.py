@@ -91,9 +91,9 @@ def analysed(monkeypatch):
     real = reslint.analysis.analyze_file
     runs: list[set[str]] = []
 
-    def spy(path, data, settings, source_path=None):
+    def spy(path, data, settings, source_path=None, **options):
         runs[-1].add(path)
-        return real(path, data, settings, source_path)
+        return real(path, data, settings, source_path, **options)
 
     monkeypatch.setattr(reslint.analysis, "analyze_file", spy)
 
