@@ -20,6 +20,7 @@ FIXTURES = "fixtures/final_norm"
 EXPECTED_FINDINGS = [
     (f"{FIXTURES}/forecaster.py", 32),  # TimesFM: residual-MLP head, loop-carried forecast, loss (test_stream_precision)
     (f"{FIXTURES}/headless_consumer/encoder.py", 26),  # lm.py feeds the stack of encoder.py to its head raw
+    (f"{FIXTURES}/init_helper_method.py", 42),  # ESM: the layers built in a helper __init__ calls, no final norm
     (f"{FIXTURES}/lost_conditional_features.py", 38),  # Step3p7: features merged behind a condition, kept in a dict
     (f"{FIXTURES}/lost_inherited_forward/modeling.py", 17),  # Step3p7's flattened copy: as vision_language.py
     (f"{FIXTURES}/lost_inherited_forward/modular.py", 22),  # its modular copy: the consumer inherits forward
@@ -36,6 +37,7 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/stream_end_gated_expert.py", 42),  # ExpertStack: the expert sublayers returned as they are
     (f"{FIXTURES}/stream_end_hidden_states.py", 94),  # RawStatesEncoder: raw states and a raw stream
     (f"{FIXTURES}/stream_end_optional_input.py", 80),  # MaskedPoolBackbone: a head without a norm
+    (f"{FIXTURES}/stream_end_returned_dict.py", 38),  # ESM-2-like: the raw stream returned in a dict
     (f"{FIXTURES}/stream_end_subblock/swin.py", 41),  # SwinStage: separator.py's blocks pass it on raw
     (f"{FIXTURES}/vision_language.py", 30),  # Step3p7: a bare Linear projector, features kept in a dict
 ]
@@ -43,6 +45,8 @@ EXPECTED_FINDINGS = [
 # (file, model) -> final norm of its stack, in both engines.
 EXPECTED_FINAL_NORM = {
     ("headless_consumer/encoder.py", "Transformer"): False,
+    ("init_helper_method.py", "WithoutFinalNorm"): False,
+    ("init_helper_method_normed.py", "WithFinalNorm"): True,  # the norm built by the same helper method
     ("l2_normalize.py", "QuantizingEncoder"): True,  # F.normalize
     ("l2_normalize.py", "PromptEmbedder"): True,  # x / x.norm(dim=-1, keepdim=True)
     ("last_block_norm.py", "ConformerEncoder"): True,  # every layer ends in its own LayerNorm
@@ -73,6 +77,8 @@ EXPECTED_FINAL_NORM = {
     ("stream_end_hidden_states.py", "RawStatesEncoder"): False,
     ("stream_end_optional_input.py", "MaskedBackbone"): True,  # the head's norm, run when no mask is given
     ("stream_end_optional_input.py", "MaskedPoolBackbone"): False,
+    ("stream_end_returned_dict.py", "ReturnsDict"): False,
+    ("stream_end_returned_dict_normed.py", "ReturnsDictNormed"): True,  # the normed stream under a key
     ("stream_end_subblock/swin.py", "SwinLayer"): None,  # a sub-block of separator.py's ATF blocks
     ("stream_end_subblock/swin.py", "SwinStage"): False,
 }
