@@ -137,6 +137,17 @@ PACKAGES = (
                                          "esm/modules.py", "esm/axial_attention.py")),
     Package("perceiver-pytorch", "0.11.0", "perceiver_pytorch", tuple(f"perceiver_pytorch/{name}.py" for name in (
         "perceiver_pytorch", "perceiver_io", "gated", "mixed_latents", "experimental"))),
+    # held out (wave 8): tabular and forecasting models, read after the rules were written
+    Package("rtdl-revisiting-models", "0.0.2", "rtdl_revisiting_models", ("rtdl_revisiting_models.py",)),
+    Package("tab-transformer-pytorch", "0.6.1", "tab_transformer_pytorch",
+            ("tab_transformer_pytorch/tab_transformer_pytorch.py", "tab_transformer_pytorch/ft_transformer.py")),
+    Package("pytorch-forecasting", "1.8.0", "pytorch_forecasting", tuple(f"pytorch_forecasting/{name}.py" for name in (
+        "models/temporal_fusion_transformer/sub_modules", "models/temporal_fusion_transformer/_tft",
+        "models/timexer/sub_modules", "layers/_encoders/_encoder_layer", "layers/_encoders/_encoder",
+        "models/tide/sub_modules", "models/mlp/submodules", "layers/_blocks/_residual_block_dsipts"))),
+    Package("gluonts", "0.17.0", "gluonts", tuple(f"gluonts/torch/model/{name}.py" for name in (
+        "tft/layers", "tft/module", "patch_tst/module", "i_transformer/module", "lag_tst/module", "tide/module",
+        "simple_feedforward/module", "deep_npts/_network"))),
 )
 
 
