@@ -169,6 +169,9 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
                                  projection=None)
+    # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of its
+    # own (a dropout ends a branch), then the one through fewer projections, then the first.
+    found = []
     for skip_index, (skip_root, walked) in enumerate(stripped):
         steps = _skip_path(skip_root)
         for depth in range(1, len(steps)):
@@ -178,8 +181,13 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
             branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
                         and not any(id(step) in ancestors(term) for step in steps[:depth])]
             if branches:
-                return _residual(add, skip_index, source, walked, branches, norms_by_source,
-                                 projection=steps[:depth])
+                found.append(((any(step.op == "dropout" for step in walked),
+                               sum(map(_is_projection, steps[:depth])), skip_index),
+                              skip_index, source, walked, branches, steps[:depth]))
+                break
+    if found:
+        _, skip_index, source, walked, branches, projection = min(found, key=lambda candidate: candidate[0])
+        return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=projection)
     return None
 
 

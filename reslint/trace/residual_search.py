@@ -127,6 +127,9 @@ class ResidualSearch:
                 if branches:
                     return self._residual(add, terms, skip_index, candidate, walked[:depth], branches, reached,
                                           by_source, projection=None)
+        # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of
+        # its own (a dropout ends a branch), then the one through fewer projections, then the first.
+        found = []
         for skip_index, (skip_root, walked) in enumerate(stripped):
             steps = self._skip_path(skip_root)
             for depth in range(1, len(steps)):
@@ -135,11 +138,17 @@ class ResidualSearch:
                 source = steps[depth]
                 reached = [self.graph.reach(term, self.graph.index[source]) if j != skip_index else None
                            for j, term in enumerate(terms)]
-                branches = [j for j, found in enumerate(reached) if found is not None and found.get(source)
-                            and not any(step in found for step in steps[:depth])]
+                branches = [j for j, found_here in enumerate(reached) if found_here is not None
+                            and found_here.get(source) and not any(step in found_here for step in steps[:depth])]
                 if branches:
-                    return self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
-                                          projection=steps[:depth])
+                    found.append(((any(self.graph.ops[step] in DROPOUT_OPS for step in walked),
+                                   sum(map(self.graph.is_projection, steps[:depth])), skip_index),
+                                  skip_index, source, walked, branches, reached, steps[:depth]))
+                    break
+        if found:
+            _, skip_index, source, walked, branches, reached, projection = min(found, key=lambda c: c[0])
+            return self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
+                                  projection=projection)
         return None
 
     def _skip_path(self, skip_root) -> list:
