@@ -63,7 +63,8 @@ def library_default(name: str, module: str) -> Any:
         return None
     counts: Counter = Counter()
     pattern = re.compile(rf"^\s+{re.escape(name)}\s*:[^=\n]*=\s*([^\n#]+)", re.MULTILINE)
-    for path in sorted(pathlib.Path(next(iter(spec.submodule_search_locations)), "models").glob("*/configuration_*.py")):
+    models = pathlib.Path(next(iter(spec.submodule_search_locations)), "models")
+    for path in sorted(models.glob("*/configuration_*.py")):
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
