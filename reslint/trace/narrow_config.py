@@ -56,12 +56,12 @@ def fewer_heads(holder: Any, factor: int) -> list[tuple[str, int, int]]:
     from reslint.trace.config_reduction import assign
 
     aliases = getattr(holder, "attribute_map", None) or {}  # `num_attention_heads` for `num_heads`: divided once
-    heads = list(dict.fromkeys(aliases.get(name, name) for name in HEAD_FIELDS if count(holder, name)))
-    if not count(holder, "hidden_size") or not heads or count(holder, "head_dim"):
+    heads = list(dict.fromkeys(aliases.get(name, name) for name in HEAD_FIELDS if positive_int(holder, name)))
+    if not positive_int(holder, "hidden_size") or not heads or positive_int(holder, "head_dim"):
         return []
     per_head, remainder = divmod(holder.hidden_size, getattr(holder, heads[0]))
     counts = heads + list(dict.fromkeys(aliases.get(name, name) for name in KEY_VALUE_HEAD_FIELDS
-                                        if count(holder, name)))
+                                        if positive_int(holder, name)))
     if remainder or per_head % HEAD_WIDTH_MULTIPLE or (per_head // factor) % HEAD_WIDTH_MULTIPLE == 0 \
             or any(getattr(holder, name) % factor for name in counts):
         return []
@@ -73,7 +73,7 @@ def fewer_heads(holder: Any, factor: int) -> list[tuple[str, int, int]]:
     return changes
 
 
-def count(holder: Any, name: str) -> bool:
+def positive_int(holder: Any, name: str) -> bool:
     value = getattr(holder, name, None)
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
