@@ -284,10 +284,11 @@ def capture_model(
 
 def fx_refused(error: BaseException) -> bool:
     """Whether fx itself gave up on the forward: a Proxy iterated or branched on outside the file (a
-    transformers decorator unpacking `**kwargs`), or a decorated forward's `*args, **kwargs` signature
-    its argument patching cannot rewrite ("co_varnames is too small": Switch Transformers);
-    concrete_fx calls such a forward by keyword."""
-    if type(error).__name__ == "TraceError":
+    transformers decorator unpacking `**kwargs`), a decorator writing into the `**kwargs` fx made a Proxy
+    of ("'Proxy' object does not support item assignment": transformers' `merge_with_config_defaults`), or
+    a decorated forward's `*args, **kwargs` signature its argument patching cannot rewrite ("co_varnames is
+    too small": Switch Transformers); concrete_fx calls such a forward by keyword."""
+    if type(error).__name__ == "TraceError" or "'Proxy' object" in str(error):
         return True
     frame, last = error.__traceback__, ""
     while frame is not None:

@@ -31,6 +31,8 @@ LAYER_INDEX_FIELD = re.compile(r"hook")  # not `out_indices`: a backbone checks 
 PREDICTION_LENGTH = 16  # longer than the label window a decoder re-reads (Autoformer: 10)
 UNSET_VOCAB = 32
 DOCUMENTED_EXAMPLE = re.compile(r"e\.g\.,? `?[\"']([^\"'`]+)[\"']`?")
+WIDTH_LIST = re.compile(r"(channels|hidden_sizes|dims)$")  # a list field of layer widths
+NONE_DESCRIBED = re.compile(r"\b(?:when|if)\b[^.]*`None`", re.IGNORECASE)  # "When `None` (default), no branch is built"
 
 
 def tracing_config(config_class: type, repeats: int = 1) -> tuple[Any, list[tuple[str, Any, Any]]]:
@@ -76,6 +78,88 @@ def tracing_attempts(config_class: type) -> Iterator[tuple[Any, list]]:
         holder = dict(config_holders(config))[prefix]
         if assign(holder, name, 1):
             yield config, changes + filled + [(prefix + name, -1, 1)]
+    # A head whose layer widths are the checkpoint's (Sapiens2's `upsample_out_channels`): one layer of the width
+    # the docstring names, the lists it describes as optional left None, rebuilt so its own code derives the rest.
+    config, changes = tracing_config(config_class)
+    config, filled = fill_width_lists(config)
+    if filled:
+        yield config, changes + filled
+
+
+def fill_width_lists(config: Any) -> tuple[Any, list[tuple[str, Any, Any]]]:
+    """In each config holding a None list of widths whose docstring names the width it starts from (`hidden_size`
+    channels, a field of it or of a config above it): that list one such layer, the other None lists empty, except
+    those whose docstring says what None does; the holder rebuilt by its class with them, so what its
+    `__post_init__` derives from them (one kernel size per layer) follows. The config (the root itself may be
+    rebuilt) and the fills: none where no holder has such a list."""
+    filled: list[tuple[str, Any, Any]] = []
+    holders = config_holders(config)
+    for prefix, holder in holders:
+        text, values, fills = type(holder).__doc__ or "", {}, []
+        for name, annotation in sorted(own_annotations(holder).items()):
+            kind = annotation if isinstance(annotation, str) else repr(annotation)
+            if not kind.startswith(("list", "List")) or getattr(holder, name, 0) is not None:
+                continue
+            entry = docstring_entry(text, name)
+            if NONE_DESCRIBED.search(entry):
+                continue
+            width = WIDTH_LIST.search(name) and named_width(entry, prefix, holders)
+            values[name] = [width] if width else []
+            fills.append((prefix + name, None, values[name]))
+        if not any(after for _, _, after in fills):
+            continue
+        rebuilt = rebuild(holder, values)
+        if rebuilt is None:
+            continue
+        if not prefix:
+            config = rebuilt
+        elif not replace_holder(config, prefix, rebuilt):
+            continue
+        filled.extend(fills)
+    return config, filled
+
+
+def own_annotations(holder: Any) -> dict:
+    """The annotated fields of the model's own config classes (not the base config's)."""
+    annotations: dict = {}
+    for klass in reversed(type(holder).__mro__):
+        if not klass.__module__.startswith("transformers.configuration_utils"):
+            annotations.update(vars(klass).get("__annotations__", {}))
+    return annotations
+
+
+def docstring_entry(text: str, name: str) -> str:
+    """The description under `name (`type`, ...):` in a config's docstring ("" where it has none)."""
+    entry = re.search(rf"^([ \t]*){re.escape(name)} \(`[^\n]*\):\n((?:\1[ \t]+\S[^\n]*\n?)+)", text, re.MULTILINE)
+    return entry.group(2) if entry else ""
+
+
+def named_width(entry: str, prefix: str, holders: list[tuple[str, Any]]) -> int | None:
+    """The positive int field the entry names in backquotes, looked up in the config at `prefix`, then those above."""
+    by_prefix = dict(holders)
+    chain = [prefix[:cut] for cut in range(len(prefix), -1, -1) if cut == 0 or prefix[cut - 1] == "."]
+    for name in re.findall(r"`(\w+)`", entry):
+        for holder in (by_prefix[level] for level in chain if level in by_prefix):
+            value = getattr(holder, name, None)
+            if type(value) is int and value > 0:
+                return value
+    return None
+
+
+def rebuild(holder: Any, values: dict) -> Any:
+    """`holder`'s class built from its own fields as they are, `values` over them; None where it refuses them."""
+    fields = {name: getattr(holder, name) for name in own_annotations(holder) if hasattr(holder, name)}
+    try:
+        return type(holder)(**{**fields, **values})
+    except Exception:  # noqa: BLE001 - a config that validates its fields otherwise
+        return None
+
+
+def replace_holder(config: Any, prefix: str, rebuilt: Any) -> bool:
+    """Put `rebuilt` where the sub-config at `prefix` (`head_config.`) sits."""
+    parent_prefix, _, name = prefix[:-1].rpartition(".")
+    parent = dict(config_holders(config))[parent_prefix + "." if parent_prefix else ""]
+    return assign(parent, name, rebuilt)
 
 
 def fill_unset_containers(config: Any) -> list[tuple[str, Any, Any]]:
@@ -83,11 +167,7 @@ def fill_unset_containers(config: Any) -> list[tuple[str, Any, Any]]:
     reads a checkpoint's map or layer list builds without one (nothing is mapped, no layer is listed)."""
     filled = []
     for prefix, holder in config_holders(config):
-        annotations: dict = {}
-        for klass in reversed(type(holder).__mro__):
-            if not klass.__module__.startswith("transformers.configuration_utils"):  # the model's own fields
-                annotations.update(vars(klass).get("__annotations__", {}))
-        for name, annotation in sorted(annotations.items()):
+        for name, annotation in sorted(own_annotations(holder).items()):
             text = annotation if isinstance(annotation, str) else repr(annotation)
             empty = [] if text.startswith(("list", "List")) else {} if text.startswith(("dict", "Dict")) else None
             if empty is not None and getattr(holder, name, 0) is None and assign(holder, name, empty):

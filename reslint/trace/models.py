@@ -408,15 +408,39 @@ def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
         first = None
         for config, reduction in tracing_attempts(cls.config_class):
             try:
-                model = cls(config)
+                model, spec.reduction = built_completed(cls, config, reduction)
             except Exception as error:  # noqa: BLE001 - the first error is the one to report
                 first = first or error
                 continue
-            spec.reduction = reduction
             return model
         raise first
 
     return build
+
+
+def built_completed(cls: type, config: Any, reduction: list) -> tuple[Any, list]:
+    """`cls(config)`, with the fields only a checkpoint's config has filled in as the build asks for them
+    (missing_fields) and rotary sections that do not fit the default config re-scaled (rotary_sections);
+    the model and the reduction with those changes. Raises the build's first error."""
+    from reslint.trace.missing_fields import MAX_FILLS, fill_missing_field
+    from reslint.trace.rotary_sections import fix_rotary_sections
+
+    first = None
+    for _ in range(MAX_FILLS + 1):
+        try:
+            model = cls(config)
+        except Exception as error:  # noqa: BLE001 - the checked code
+            first = first or error
+            filled = fill_missing_field(config, error)
+            if filled is None:
+                raise first from None
+            reduction = [*reduction, filled]
+            continue
+        sections = fix_rotary_sections(model, config)
+        if sections:
+            model, reduction = cls(config), [*reduction, *sections]
+        return model, reduction
+    raise first
 
 
 def config_first(cls: type) -> bool:
