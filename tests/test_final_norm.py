@@ -26,6 +26,8 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/lost_inherited_forward/modular.py", 22),  # its modular copy: the consumer inherits forward
     (f"{FIXTURES}/lost_shared_blocks.py", 31),  # PocketTTS: the encoder's stream through the decoder's blocks
     (f"{FIXTURES}/lost_visible_loader.py", 53),  # Mimi: the encoder loaded through AutoModel, defined in the file
+    # ESM-1: imported layers returning (stream, attention weights), in a namespace subpackage (no __init__.py)
+    (f"{FIXTURES}/namespace_subpackage/protein_lm/model/esm1.py", 22),
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
     # vit-pytorch: the norm is the first op of each sublayer, the stack's loop runs groups of sublayers.
     (f"{FIXTURES}/prenorm_in_sublayer_einops.py", 31),  # einops Reduce, then a bare Linear
@@ -56,6 +58,8 @@ EXPECTED_FINAL_NORM = {
     ("lost_generator_branch.py", "TokenTransformer"): True,
     ("lost_shared_blocks.py", "Codec"): False,  # a block's pre-norm on the stream entering it is no final norm
     ("lost_shared_blocks.py", "NormedCodec"): True,
+    ("namespace_subpackage/protein_lm/model/esm1.py", "ProteinLanguageModel"): False,  # the weights to a head
+    ("namespace_subpackage/protein_lm/model/esm1b.py", "NormedProteinLanguageModel"): True,  # absolute import
     ("neck.py", "NeckedEncoder"): True,  # conv + nn.LayerNorm subclass permuting around super().forward
     ("neck.py", "ConvNeckEncoder"): False,
     ("parent_norm/encoder.py", "Transformer"): True,  # vision.py applies ln_post

@@ -16,6 +16,7 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
+from reslint.static.side_outputs import side_output_count
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
                                   literal_number, small_power, string_value)
@@ -170,6 +171,7 @@ class Evaluator:
         # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
         self.loaded_modules: dict[tuple[str, str], str] = {}
         self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
+        self.returned = UNKNOWN_VALUE  # what the evaluated forward returns, tuples kept (side_outputs reads it)
 
     # ----- entry points ---------------------------------------------------------
 
@@ -185,7 +187,7 @@ class Evaluator:
         for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
             if type(param.default) is cst.Name and param.default.value == "None":
                 arg.info["optional"] = True
-        result = self._run_function(forward, scope, args, {})
+        result = self.returned = self._run_function(forward, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
         return self.graph
@@ -1180,7 +1182,12 @@ class Evaluator:
             if not data:
                 return UNKNOWN_VALUE
             if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
-                return self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+                node = self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+                sides = side_output_count(self.index, spec) if stack_key else 0
+                if sides:  # a block of a stack returning (stream, attention weights): the stream is the first
+                    return TupleValue((node, *(self.new("pass", (node,), where, scope, name="side_output",
+                                                        side_output=True, width_changing=True) for _ in range(sides))))
+                return node
             return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
 
