@@ -16,7 +16,7 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
-from reslint.static.side_outputs import side_output_count
+from reslint.static.block_returns import SIDE, STREAM, returned_items
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
                                   literal_number, small_power, string_value)
@@ -171,7 +171,7 @@ class Evaluator:
         # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
         self.loaded_modules: dict[tuple[str, str], str] = {}
         self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
-        self.returned = UNKNOWN_VALUE  # what the evaluated forward returns, tuples kept (side_outputs reads it)
+        self.returned = UNKNOWN_VALUE  # what the evaluated forward returns, tuples kept (block_returns reads it)
 
     # ----- entry points ---------------------------------------------------------
 
@@ -1183,13 +1183,20 @@ class Evaluator:
                 return UNKNOWN_VALUE
             if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
                 node = self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
-                sides = side_output_count(self.index, spec) if stack_key else 0
-                if sides:  # a block of a stack returning (stream, attention weights): the stream is the first
-                    return TupleValue((node, *(self.new("pass", (node,), where, scope, name="side_output",
-                                                        side_output=True, width_changing=True) for _ in range(sides))))
-                return node
+                kinds = returned_items(self.index, spec) if stack_key else ()
+                items = [self._returned_item(node, kind, where, scope) for kind in kinds]
+                return (TupleValue(tuple(items)) if len(items) > 1 else items[0]) if items else node
             return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
+
+    def _returned_item(self, node: Node, kind, where, scope: Scope) -> Node:
+        """One item a stack's imported block returns (block_returns): its stream, the stream through the block's
+        closing norm, or a side output beside it (attention weights), which RL103 does not follow."""
+        if kind == STREAM:
+            return node
+        if kind == SIDE:
+            return self.new("pass", (node,), where, scope, name="side_output", side_output=True, width_changing=True)
+        return self.new("pass", (node,), where, scope, name="closing_norm", **kind)
 
     def _call_name(self, ref: ModRef, where) -> str:
         return self.code(where.func) if type(where) is cst.Call else ref.path

@@ -35,6 +35,17 @@ def imported_block_placement(index: FileIndex, source_path: str, spec: ModuleSpe
     info = other.classes.get(name) if other is not None else None
     if info is None or not other.is_module_class(info):
         return None
+    defaults = built_defaults(index, spec, info)
+    if str(path) not in index.config_reads:
+        index.config_reads.append(str(path))  # the cached result of this file depends on the block's file
+    key = ("imported block", path, name, id(other), memo_key(defaults))
+    placement = project.memo(key, lambda: evaluate(other, str(path), as_built(info, defaults)))
+    return (placement, name) if placement is not None else None
+
+
+def built_defaults(index: FileIndex, spec: ModuleSpec, info: ClassInfo) -> dict:
+    """The constructor defaults of the imported class `info` as `spec` builds it here: the arguments it passes,
+    folded in this file (`__unknown__` where one does not fold), over the class's own defaults."""
     defaults = dict(info.init_defaults)
     for position, parameter in constructor_parameters(info):
         passed = spec.arg(position, parameter)
@@ -43,12 +54,11 @@ def imported_block_placement(index: FileIndex, source_path: str, spec: ModuleSpe
         value = index.fold(spec.owner, passed)
         defaults[parameter] = literal(value) if value is not UNKNOWN and isinstance(value, LITERAL_TYPES) \
             else cst.Name("__unknown__")
-    if str(path) not in index.config_reads:
-        index.config_reads.append(str(path))  # the cached result of this file depends on the block's file
-    key = ("imported block", path, name, id(other),
-           tuple(sorted((k, cst.Module([]).code_for_node(v) if v is not None else "") for k, v in defaults.items())))
-    placement = project.memo(key, lambda: evaluate(other, str(path), as_built(info, defaults)))
-    return (placement, name) if placement is not None else None
+    return defaults
+
+
+def memo_key(defaults: dict) -> tuple:
+    return tuple(sorted((k, cst.Module([]).code_for_node(v) if v is not None else "") for k, v in defaults.items()))
 
 
 def as_built(info: ClassInfo, defaults: dict) -> ClassInfo:
