@@ -4,7 +4,7 @@ fair-esm's `TransformerLayer` (another file of the package) returns (stream, att
 model runs `x, attn = layer(x, ...)`, sending the weights to a contact head. An imported block is one opaque
 node in the importing file's graph, so both names used to carry the stream, and the weights' way into an
 imported head left the stream's end undecided. The block's forward is evaluated in its own file, as this
-file builds it (`imported_blocks`: its placement flag is this construction's), and each
+file builds it (`as_built`: its placement flag is this construction's), and each
 returned item is classified: the block's residual stream, that stream through a closing norm (a Conformer
 layer's last LayerNorm, `return x, self.out_norm(x)`), or a side output the stream does not reach. RL103
 follows the stream, stops at the closing norm and ignores side outputs. Anything else leaves the block opaque.
@@ -12,51 +12,37 @@ follows the stream, stops at the closing norm and ignores side outputs. Anything
 
 from __future__ import annotations
 
-from reslint.static.graph import Node, reaches, strip_passthrough
-from reslint.static.imported_blocks import as_built, built_defaults, memo_key
-from reslint.static.index import FileIndex, ModuleSpec
+from collections.abc import Callable
+
+from reslint.static.as_built import imported_block
+from reslint.static.graph import Graph, Node, reaches, strip_passthrough
+from reslint.static.index import ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import is_normalised
-from reslint.static.positions import SourceMap
+from reslint.static.residuals import find_residuals
 
 STREAM, SIDE = "stream", "side"  # item kinds; a closing norm is described by its node's norm info (a dict)
+# (the block's file index, its path, the class as built) -> (its graph, the items its forward returns: one for
+# a single value); None where the evaluation gives up or branches on what the construction leaves open
+Evaluate = Callable[[FileIndex, str, ClassInfo], "tuple[Graph, tuple] | None"]
 
 
-def returned_items(index: FileIndex, spec: ModuleSpec) -> tuple:
+def returned_items(index: FileIndex, spec: ModuleSpec, evaluate: Evaluate) -> tuple:
     """One kind per item the imported project block class `spec` builds returns, for a tuple (first item the
-    stream or the normed stream) or a single normed stream; () where neither holds or the class is not read."""
-    from reslint.project_index import ProjectIndex
-
+    stream or the normed stream) or a single normed stream; () where neither holds or the class is not read.
+    `evaluate` is the dataflow engine's (passed in: the engine imports this module)."""
     if index.source_path is None:
         return ()
-    project = ProjectIndex.for_file(index.source_path)
-    resolved = project.resolve(index.source_path, spec.name)
-    if resolved is None:
+    block = imported_block(index, index.source_path, spec)
+    if block is None:
         return ()
-    path, name = resolved
-    other = project.file_index(path, FileIndex)
-    info = other.classes.get(name) if other is not None else None
-    if info is None or not other.is_module_class(info):
-        return ()
-    defaults = built_defaults(index, spec, info)
-    if str(path) not in index.config_reads:
-        index.config_reads.append(str(path))  # the cached result of this file depends on the block's file
-    key = ("block returns", path, name, id(other), memo_key(defaults))
-    return project.memo(key, lambda: _classify(other, str(path), as_built(info, defaults))) or ()
+    return block.project.memo(("block returns", *block.key), lambda: _classify(
+        block.index, evaluate(block.index, str(block.path), block.info))) or ()
 
 
-def _classify(index: FileIndex, path: str, info) -> tuple:
-    from reslint.static.dataflow import BudgetExceeded, Evaluator, TupleValue
-    from reslint.static.residuals import find_residuals
-
-    evaluator = Evaluator(index, SourceMap(index.module), path)
-    try:
-        graph = evaluator.evaluate_class(info)
-    except (BudgetExceeded, RecursionError):
+def _classify(index: FileIndex, evaluated) -> tuple:
+    if evaluated is None:
         return ()
-    if evaluator.undecided:
-        return ()  # the forward branches on a value this construction does not fix (its placement flag)
-    returned = evaluator.returned
-    items = returned.items if isinstance(returned, TupleValue) else (returned,)
+    graph, items = evaluated
     if not items or not isinstance(items[0], Node):
         return ()
     adds = {id(residual.add): residual.add for residual in find_residuals(graph, index)}

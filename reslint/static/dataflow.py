@@ -17,6 +17,7 @@ import libcst as cst
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
+from reslint.static.positions import SourceMap
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
                                   literal_number, small_power, string_value)
@@ -1183,7 +1184,7 @@ class Evaluator:
                 return UNKNOWN_VALUE
             if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
                 node = self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
-                kinds = returned_items(self.index, spec) if stack_key else ()
+                kinds = returned_items(self.index, spec, evaluate_returns) if stack_key else ()
                 items = [self._returned_item(node, kind, where, scope) for kind in kinds]
                 return (TupleValue(tuple(items)) if len(items) > 1 else items[0]) if items else node
             return self.new("module", data, where, scope, name=name, module=spec.name)
@@ -1370,6 +1371,21 @@ class Evaluator:
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)
         return evaluator.evaluate_class(info)
+
+
+def evaluate_returns(index: FileIndex, path: str, info: ClassInfo):
+    """(graph, the items its forward returns: one for a single value) of a block class of another file as
+    built there (block_returns); None where the evaluation gives up or branches on a value the construction
+    leaves open (its placement flag)."""
+    evaluator = Evaluator(index, SourceMap(index.module), path)
+    try:
+        graph = evaluator.evaluate_class(info)
+    except (BudgetExceeded, RecursionError):
+        return None
+    if evaluator.undecided:
+        return None
+    returned = evaluator.returned
+    return graph, returned.items if isinstance(returned, TupleValue) else (returned,)
 
 
 def _plain_dotted_name(node) -> str | None:
