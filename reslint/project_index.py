@@ -105,11 +105,18 @@ def marked_directory(directory: Path) -> Path | None:
 
 def package_base(directory: Path) -> Path | None:
     """The directory above the outermost package containing `directory`, or None outside packages."""
-    if not (directory / "__init__.py").is_file():
+    if not is_package_directory(directory):
         return None
-    while (directory / "__init__.py").is_file() and directory.parent != directory:
+    while is_package_directory(directory) and directory.parent != directory:
         directory = directory.parent
     return directory
+
+
+def is_package_directory(directory: Path) -> bool:
+    """A regular package, or a namespace subpackage of one: a folder without `__init__.py` directly inside a
+    regular package imports as its subpackage (fair-esm's `esm/model/`, whose files import `from ..modules`).
+    A folder without one elsewhere is no package (every folder would be a namespace package)."""
+    return (directory / "__init__.py").is_file() or (directory.parent / "__init__.py").is_file()
 
 
 def search_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> list[Path]:
@@ -791,8 +798,8 @@ def enclosing_package_inits(entry: Path) -> list[Path]:
     """The `__init__.py` files importing `entry` as a package module runs."""
     inits = []
     directory = entry.parent
-    while (directory / "__init__.py").is_file() and directory.parent != directory:
-        if directory / "__init__.py" != entry:
+    while is_package_directory(directory) and directory.parent != directory:
+        if directory / "__init__.py" != entry and (directory / "__init__.py").is_file():
             inits.append(directory / "__init__.py")
         directory = directory.parent
     return inits

@@ -26,6 +26,8 @@ EXPECTED_FINDINGS = [
     (f"{FIXTURES}/lost_inherited_forward/modular.py", 22),  # its modular copy: the consumer inherits forward
     (f"{FIXTURES}/lost_shared_blocks.py", 31),  # PocketTTS: the encoder's stream through the decoder's blocks
     (f"{FIXTURES}/lost_visible_loader.py", 53),  # Mimi: the encoder loaded through AutoModel, defined in the file
+    # ESM-1: imported layers returning (stream, attention weights), in a namespace subpackage (no __init__.py)
+    (f"{FIXTURES}/namespace_subpackage/protein_lm/model/esm1.py", 22),
     (f"{FIXTURES}/neck.py", 68),  # ConvNeckEncoder: a neck of convolutions only
     # vit-pytorch: the norm is the first op of each sublayer, the stack's loop runs groups of sublayers.
     (f"{FIXTURES}/prenorm_in_sublayer_einops.py", 31),  # einops Reduce, then a bare Linear
@@ -56,6 +58,8 @@ EXPECTED_FINAL_NORM = {
     ("lost_generator_branch.py", "TokenTransformer"): True,
     ("lost_shared_blocks.py", "Codec"): False,  # a block's pre-norm on the stream entering it is no final norm
     ("lost_shared_blocks.py", "NormedCodec"): True,
+    ("namespace_subpackage/protein_lm/model/esm1.py", "ProteinLanguageModel"): False,  # the weights to a head
+    ("namespace_subpackage/protein_lm/model/esm1b.py", "NormedProteinLanguageModel"): True,  # absolute import
     ("neck.py", "NeckedEncoder"): True,  # conv + nn.LayerNorm subclass permuting around super().forward
     ("neck.py", "ConvNeckEncoder"): False,
     ("parent_norm/encoder.py", "Transformer"): True,  # vision.py applies ln_post
@@ -233,3 +237,49 @@ def test_the_loaded_encoder_of_a_visible_loader_is_decided_by_its_consumer(stati
     verdicts = final_norms(static_report)
     assert verdicts[("lost_visible_loader.py", "CodecEncoderModel")] is False
     assert verdicts[("auto_tower.py", "EncoderVisionModel")] is True
+
+
+PAIR_LAYERS = '''import torch.nn as nn
+
+
+class PairLayer(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+        self.out_norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        x = x + self.ff(self.norm(x))
+        return x, self.out_norm(x)
+'''
+
+PAIR_MODEL = '''import torch.nn as nn
+
+from .layers import PairLayer
+
+
+class PairModel(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.layers = nn.ModuleList([PairLayer(dim) for _ in range(2)])
+        self.head = nn.Linear(dim, 4)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x, normed = layer(x)
+        return self.head(normed)
+'''
+
+
+def test_an_imported_blocks_closing_norm_bounds_the_stream_it_returns(tmp_path):
+    """`return x, self.out_norm(x)` in another file: the second item is the stream normalised, not a side output
+    beside it, so the model's head reading it is bounded (the imported block used to be opaque: a false RL103)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "layers.py").write_text(PAIR_LAYERS)
+    (tmp_path / "pkg" / "model.py").write_text(PAIR_MODEL)
+    report = check(str(tmp_path / "pkg"), static=True, select="RL103", jobs=1, cache=False, cwd=tmp_path)
+    assert report.findings == []
+    assert [(model.name, [stack.final_norm for stack in model.stacks]) for model in report.models
+            if model.stacks] == [("PairModel", [True])]

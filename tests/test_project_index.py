@@ -11,7 +11,8 @@ from pathlib import Path
 
 from cli_support import REPO_ROOT, RESLINT, write
 
-from reslint.project_index import ProjectIndex, project_root, search_path
+from reslint.project_index import ProjectIndex, module_name, project_root, search_path
+from reslint.trace.loader import loaded_module
 
 
 def deps(root: Path, path: str) -> list[str]:
@@ -69,6 +70,33 @@ def test_namespace_packages_and_the_project_root_on_the_search_path(tmp_path):
         "scripts/check.py": "from common import shapes\nimport common.shapes\n",
     })
     assert deps(tmp_path, "scripts/check.py") == ["common/shapes.py"]
+
+
+def test_a_folder_without_init_inside_a_regular_package_is_its_namespace_subpackage(tmp_path):
+    # fair-esm: esm/model/ has no __init__.py, and esm/model/esm1.py imports `from ..modules import ...`.
+    write(tmp_path, {
+        "esm/__init__.py": "",
+        "esm/modules.py": "class TransformerLayer:\n    pass\n",
+        "esm/model/esm1.py": "from ..modules import TransformerLayer\nimport esm.modules\n",
+        "loose/script.py": "",  # no package above: no namespace subpackage either
+    })
+    model = tmp_path / "esm/model/esm1.py"
+    assert module_name(model) == ("esm.model.esm1", tmp_path)
+    assert search_path(model)[0] == tmp_path
+    assert deps(tmp_path, "esm/model/esm1.py") == ["esm/__init__.py", "esm/modules.py"]
+    assert ProjectIndex.for_file(model, tmp_path).resolve(model, "esm.modules.TransformerLayer") == (
+        tmp_path / "esm/modules.py", "TransformerLayer")
+    assert module_name(tmp_path / "loose/script.py") is None
+
+
+def test_the_trace_loader_imports_a_file_of_a_namespace_subpackage_by_its_dotted_name(tmp_path):
+    write(tmp_path, {
+        "esm/__init__.py": "",
+        "esm/modules.py": "WIDTH = 8\n",
+        "esm/model/esm1.py": "from ..modules import WIDTH\n",
+    })
+    with loaded_module(str(tmp_path / "esm/model/esm1.py"), str(tmp_path)) as module:
+        assert (module.__name__, module.WIDTH) == ("esm.model.esm1", 8)
 
 
 def test_only_files_under_the_root_count_and_broken_files_do_not_stop_it(tmp_path):

@@ -16,6 +16,8 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
+from reslint.static.block_returns import SIDE, STREAM, returned_items
+from reslint.static.positions import SourceMap
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
                                   literal_number, small_power, string_value)
@@ -170,6 +172,7 @@ class Evaluator:
         # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
         self.loaded_modules: dict[tuple[str, str], str] = {}
         self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
+        self.returned = UNKNOWN_VALUE  # what the evaluated forward returns, tuples kept (block_returns reads it)
 
     # ----- entry points ---------------------------------------------------------
 
@@ -185,7 +188,7 @@ class Evaluator:
         for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
             if type(param.default) is cst.Name and param.default.value == "None":
                 arg.info["optional"] = True
-        result = self._run_function(forward, scope, args, {})
+        result = self.returned = self._run_function(forward, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
         return self.graph
@@ -1180,9 +1183,21 @@ class Evaluator:
             if not data:
                 return UNKNOWN_VALUE
             if spec.kind == "external":  # a class of another file: RL103 asks whether this one normalises its output
-                return self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+                node = self.new("module", data, where, scope, name=name, module=spec.name, imported_class=spec.name)
+                kinds = returned_items(self.index, spec, evaluate_returns) if stack_key else ()
+                items = [self._returned_item(node, kind, where, scope) for kind in kinds]
+                return (TupleValue(tuple(items)) if len(items) > 1 else items[0]) if items else node
             return self.new("module", data, where, scope, name=name, module=spec.name)
         return self.new("module", data, where, scope, name=name) if data else UNKNOWN_VALUE
+
+    def _returned_item(self, node: Node, kind, where, scope: Scope) -> Node:
+        """One item a stack's imported block returns (block_returns): its stream, the stream through the block's
+        closing norm, or a side output beside it (attention weights), which RL103 does not follow."""
+        if kind == STREAM:
+            return node
+        if kind == SIDE:
+            return self.new("pass", (node,), where, scope, name="side_output", side_output=True, width_changing=True)
+        return self.new("pass", (node,), where, scope, name="closing_norm", **kind)
 
     def _call_name(self, ref: ModRef, where) -> str:
         return self.code(where.func) if type(where) is cst.Call else ref.path
@@ -1356,6 +1371,21 @@ class Evaluator:
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)
         return evaluator.evaluate_class(info)
+
+
+def evaluate_returns(index: FileIndex, path: str, info: ClassInfo):
+    """(graph, the items its forward returns: one for a single value) of a block class of another file as
+    built there (block_returns); None where the evaluation gives up or branches on a value the construction
+    leaves open (its placement flag)."""
+    evaluator = Evaluator(index, SourceMap(index.module), path)
+    try:
+        graph = evaluator.evaluate_class(info)
+    except (BudgetExceeded, RecursionError):
+        return None
+    if evaluator.undecided:
+        return None
+    returned = evaluator.returned
+    return graph, returned.items if isinstance(returned, TupleValue) else (returned,)
 
 
 def _plain_dotted_name(node) -> str | None:

@@ -68,6 +68,8 @@ def stream_end(outputs: list[Node], graph_outputs: list[Node], sources: set[int]
         for user in node.users:
             if _is_loss(user):
                 continue  # a training loss compares predictions: no norm hides there, and nothing flows on
+            if user.info.get("side_output"):
+                continue  # an imported block's attention weights beside its stream (`x, attn = layer(x)`)
             if sources and user.op == "add" and _adds_back(user, node, sources):
                 # The outer stream goes on through the add: a norm further on (X-CLIP's L2 norm) still bounds it.
                 branch = True
