@@ -689,7 +689,7 @@ class StaticExtractor:
     def _module_norms(self, module_classes, sequence_classes: set[str]) -> list[NormOp]:
         norms = []
         for info in module_classes:
-            pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(self.graphs.get(info.name))
+            pooled = None  # read only for a norm of a sequence model: walking the class's graph for it costs
             for spec in info.submodules.values():
                 for inner in iter_specs(spec):
                     if inner.kind != "builtin" or inner.name not in torch_api.NORM_MODULES:
@@ -700,9 +700,15 @@ class StaticExtractor:
                         shape = inner.arg(0, "normalized_shape")
                         if isinstance(shape, (cst.List, cst.Tuple)) and len(shape.elements) >= 2:
                             spans_sequence = self.span(inner.node)
+                    in_sequence_model = info.name in sequence_classes
+                    if in_sequence_model:
+                        if pooled is None:
+                            pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(
+                                self.graphs.get(info.name))
+                        in_sequence_model = id(inner) not in pooled
                     norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node), owner=info.name,
                                         variant=inner.name, spans_sequence=spans_sequence,
-                                        in_sequence_model=info.name in sequence_classes and id(inner) not in pooled))
+                                        in_sequence_model=in_sequence_model))
         seen = set()
         for name, graph in self.graphs.items():
             for node in graph.nodes:
