@@ -563,8 +563,9 @@ class Evaluator:
         if scope.self_value is None:
             return None
         if type(test) is cst.Attribute and _rooted_at_self(test):
-            if is_self_attr(test) and test.attr.value == "training" and self.index.attr_value(scope.self_value.cls, "training") is None:
-                return None
+            if is_self_attr(test) and test.attr.value == "training" and self.index.attr_value(
+                    scope.self_value.cls, "training") is None:
+                return None  # nn.Module's train/eval mode (`0.0 if not self.training else p`): no configuration
             if is_self_attr(test):
                 return self.flag_source(scope.self_value, test.attr.value) + (0,)
             field = _config_field(test)
