@@ -209,7 +209,7 @@ class Evaluator:
                                      self.budget.steps - start - self.classification_steps)
         return graph
 
-    def _evaluate_class(self, info: ClassInfo, spec: ModuleSpec | None) -> Graph:
+    def _evaluate_class(self, info: ClassInfo, spec: ModuleSpec | None = None) -> Graph:
         forward = self.index.method(info, "forward")
         if forward is None:
             return self.graph
