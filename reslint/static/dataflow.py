@@ -147,9 +147,14 @@ class PlainEvaluations:
     norms, which is idempotent. An evaluation that read a class whose norm classification was under way (a
     cycle of classes) depends on when it ran, and is not kept."""
 
-    def __init__(self) -> None:
-        self.graphs: dict[int, tuple] = {}  # id of a ClassInfo -> (info, graph, undecided, flag_defaults, steps)
+    def __init__(self, built: set[str] | None = None) -> None:
+        # id of a ClassInfo -> (info, graph, undecided, flag_defaults, steps), until its other reader takes it
+        self.graphs: dict[int, tuple] = {}
         self.classifying: set[str] = set()  # classes whose norm classification is under way
+        self.rooted: set[str] = set()  # classes evaluated as roots
+        # The classes other classes build (None: any): only they may be classified after their root evaluation,
+        # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
+        self.built = built
 
 
 class Evaluator:
@@ -183,6 +188,7 @@ class Evaluator:
         self.loaded_modules: dict[tuple[str, str], str] = {}
         self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
         self.plain_evaluations: PlainEvaluations | None = None
+        self.for_classification = False  # `class_graph`'s evaluation of a class, not a root's
         self.read_unfinished = False  # read a norm classification under way (see PlainEvaluations)
         self.classification_steps = 0  # steps spent inside norm classifications this evaluation started
 
@@ -194,7 +200,10 @@ class Evaluator:
         if memo is None or spec is not None or self.assumptions or self.optional_inputs_undecided \
                 or self.loaded_modules or self.graph.nodes or self.index.classes.get(info.name) is not info:
             return self._evaluate_class(info, spec)
-        kept = memo.graphs.get(id(info))
+        if not self.for_classification:
+            memo.rooted.add(info.name)
+        # Each graph has two readers at most (the root, the classification): the second takes it.
+        kept = memo.graphs.pop(id(info), None)
         # Reused only within the file's budget, as the evaluation it replaces (an evaluation over it raises there).
         if kept is not None and self.budget.steps + kept[4] <= MAX_STEPS_PER_FILE:
             _, self.graph, undecided, flag_defaults, steps = kept
@@ -204,7 +213,9 @@ class Evaluator:
             return self.graph
         start = self.budget.steps
         graph = self._evaluate_class(info, spec)
-        if not self.read_unfinished:
+        other_reader_to_come = info.name not in memo.rooted if self.for_classification else (
+            info.name not in self.norm_class_kinds and (memo.built is None or info.name in memo.built))
+        if other_reader_to_come and not self.read_unfinished:
             memo.graphs[id(info)] = (info, graph, list(self.undecided), dict(self.flag_defaults),
                                      self.budget.steps - start - self.classification_steps)
         return graph
@@ -1403,6 +1414,7 @@ class Evaluator:
         """The graph of a class's forward evaluated on its own, with `info` guarded against recursion."""
         evaluator = Evaluator(self.index, self.positions, self.path)
         evaluator.plain_evaluations = self.plain_evaluations
+        evaluator.for_classification = True
         # Shared: each norm class of a file is classified once (a class under classification reads None).
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)

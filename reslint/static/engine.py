@@ -94,6 +94,7 @@ class StaticExtractor:
     def run(self) -> FileFacts:
         module_classes = [info for info in self.index.classes.values() if self.index.is_module_class(info)]
         used = self._used_as_submodule(module_classes)
+        self.plain_evaluations.built = used
         outermost = [info for info in module_classes if info.name not in used]
         # Facts gathered over every class evaluated as a root; a place seen from several roots is kept once.
         self.residual_facts: dict[tuple, ResidualAdd] = {}
