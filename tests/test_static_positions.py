@@ -81,7 +81,7 @@ def compare_placed_statement_by_statement(module: cst.Module, text: str) -> int:
     tree = ast.parse(text)
     placed = SourceMap(module, text, tree)
     statement_owned = _statement_owned(module, text, tree)
-    owned = [node for node in expected if node in statement_owned]
+    owned = [node for node in expected if id(node) in statement_owned]  # `_units` maps the nodes' ids
     for node in owned:
         code_range = expected[node]
         assert placed.line_column(node) == (code_range.start.line, code_range.start.column), (

@@ -359,3 +359,129 @@ def test_a_config_field_many_layers_read_is_looked_up_in_the_project_once(tmp_pa
     assert [(finding.code, finding.line) for finding in result.findings if finding.code == "RL101"] == [("RL101", 19)]
     # `self.config.pre_norm` is read by Block as a root, twice inside Model, each time on both branches.
     assert len(asked) == 1
+
+
+# ----- wave 8: a class evaluated once for every reader of its plain graph -----
+
+NORM_AND_BLOCK = '''\
+import torch
+from torch import nn
+
+
+class Norm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + 1e-5) * self.weight
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, p):
+        super().__init__()
+        self.qkv = nn.Linear(dim, dim)
+        self.p = p
+
+    def forward(self, x):
+        dropout = 0.0 if not self.training else self.p
+        return nn.functional.dropout(self.qkv(x), p=dropout, training=self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = Norm(dim)
+        self.attn = Attention(dim, 0.1)
+
+    def forward(self, x):
+        return x + self.attn(self.norm(x))
+'''
+
+# Norm builds Probe and Probe builds Norm: classifying Norm evaluates Probe, which reads Norm's classification
+# while it is under way (as no norm); Probe's own evaluation reads Norm as the norm it is.
+CYCLE = '''\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = Norm(dim)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return x + self.fc(self.norm(x))
+
+
+class Norm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.probe = Probe(dim)
+
+    def forward(self, x):
+        self.probe(x)
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + 1e-5) * self.weight
+
+
+class Probe(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = Norm(dim)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return x + self.fc(self.norm(x))
+'''
+
+
+def extracted(source: str, monkeypatch) -> tuple:
+    """The engine's facts of `source`, its extractor, and the classes it evaluated (as a whole, in order)."""
+    import ast
+
+    import libcst as cst
+
+    evaluated = []
+    evaluate = dataflow.Evaluator._evaluate_class
+
+    def counted(self, info, spec):
+        evaluated.append((info.name, tuple(self.assumptions)))
+        return evaluate(self, info, spec)
+
+    monkeypatch.setattr(dataflow.Evaluator, "_evaluate_class", counted)
+    module = cst.parse_module(source)
+    extractor = engine.StaticExtractor("model.py", module, SourceMap(module, source, ast.parse(source)), None)
+    return extractor.run(), extractor, evaluated
+
+
+def test_a_norm_class_and_a_mode_reading_block_are_each_evaluated_once(monkeypatch) -> None:
+    facts, _, evaluated = extracted(NORM_AND_BLOCK, monkeypatch)
+    # Norm is classified while Block is evaluated, with the graph of its own evaluation as a root (or the other
+    # way round); Attention's `self.training` picks a dropout probability, no configuration: one evaluation each.
+    assert sorted(evaluated) == [("Attention", ()), ("Block", ()), ("Norm", ())]
+    assert [(fact.span.line, fact.placement, fact.condition) for fact in facts.residuals] == [(34, "pre", ())]
+    assert [(norm.span.line, norm.kind, norm.owner) for norm in facts.norms] == [(13, "layernorm", "Norm")]
+
+
+def test_an_evaluation_reading_a_classification_under_way_is_not_reused(monkeypatch) -> None:
+    facts, extractor, evaluated = extracted(CYCLE, monkeypatch)
+    # Probe's evaluation inside Norm's classification (Norm read as no norm) is not Probe's graph as a root.
+    assert evaluated.count(("Probe", ())) == 2
+    assert [node.info.get("module_class") for node in extractor.graphs["Probe"].nodes if node.op == "norm"] == ["Norm"]
+    assert [(fact.block, fact.placement) for fact in facts.residuals] == [("Block", "pre"), ("Probe", "pre")]
+
+
+def test_plain_evaluations_kept_for_the_run_give_the_engines_findings(fast, monkeypatch) -> None:
+    # The plain way: every class evaluated again for each reader (its root, its norm classification).
+    monkeypatch.setattr(dataflow.Evaluator, "evaluate_class", dataflow.Evaluator._evaluate_class)
+    findings = 0
+    for path, expected in fast.items():
+        assert analysed(path) == expected, path
+        findings += len(expected[0])
+    assert findings > 50

@@ -142,6 +142,23 @@ class Scope:
     depth: int = 0
 
 
+class PlainEvaluations:
+    """The graphs of a file's classes evaluated on their own (no flag assumed, no constructor arguments), shared by
+    the evaluators of one engine run: a class is evaluated so as a model's root and again, with the same
+    outcome, to classify it as a norm or not (`Evaluator.class_graph`). Readers only mark a graph's hand-written
+    norms, which is idempotent. An evaluation that read a class whose norm classification was under way (a
+    cycle of classes) depends on when it ran, and is not kept."""
+
+    def __init__(self, built: set[str] | None = None) -> None:
+        # id of a ClassInfo -> (info, graph, undecided, flag_defaults, steps), until its other reader takes it
+        self.graphs: dict[int, tuple] = {}
+        self.classifying: set[str] = set()  # classes whose norm classification is under way
+        self.rooted: set[str] = set()  # classes evaluated as roots
+        # The classes other classes build (None: any): only they may be classified after their root evaluation,
+        # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
+        self.built = built
+
+
 class Evaluator:
     index_class = FileIndex  # what the project index parses other files into when this evaluator asks
     _handlers: dict[type, object] = {}  # expression type -> `eval_<type>` (None: no handler), found on first use
@@ -173,11 +190,40 @@ class Evaluator:
         self.loaded_modules: dict[tuple[str, str], str] = {}
         self.root: SelfRef | None = None  # the class evaluated, and how it is built when that is known
         self.returned = UNKNOWN_VALUE  # what the evaluated forward returns, tuples kept (block_returns reads it)
+        self.plain_evaluations: PlainEvaluations | None = None
+        self.for_classification = False  # `class_graph`'s evaluation of a class, not a root's
+        self.read_unfinished = False  # read a norm classification under way (see PlainEvaluations)
+        self.classification_steps = 0  # steps spent inside norm classifications this evaluation started
 
     # ----- entry points ---------------------------------------------------------
 
     def evaluate_class(self, info: ClassInfo, spec: ModuleSpec | None = None) -> Graph:
         """`spec`: how the class is built (its constructor arguments); its own defaults without one."""
+        memo = self.plain_evaluations
+        if memo is None or spec is not None or self.assumptions or self.optional_inputs_undecided \
+                or self.loaded_modules or self.graph.nodes or self.index.classes.get(info.name) is not info:
+            return self._evaluate_class(info, spec)
+        if not self.for_classification:
+            memo.rooted.add(info.name)
+        # Each graph has two readers at most (the root, the classification): the second takes it.
+        kept = memo.graphs.pop(id(info), None)
+        # Reused only within the file's budget, as the evaluation it replaces (an evaluation over it raises there).
+        if kept is not None and self.budget.steps + kept[4] <= MAX_STEPS_PER_FILE:
+            _, self.graph, undecided, flag_defaults, steps = kept
+            self.budget.steps += steps
+            self.undecided, self.flag_defaults = list(undecided), dict(flag_defaults)
+            self.root = SelfRef(info, None)
+            return self.graph
+        start = self.budget.steps
+        graph = self._evaluate_class(info, spec)
+        other_reader_to_come = info.name not in memo.rooted if self.for_classification else (
+            info.name not in self.norm_class_kinds and (memo.built is None or info.name in memo.built))
+        if other_reader_to_come and not self.read_unfinished:
+            memo.graphs[id(info)] = (info, graph, list(self.undecided), dict(self.flag_defaults),
+                                     self.budget.steps - start - self.classification_steps)
+        return graph
+
+    def _evaluate_class(self, info: ClassInfo, spec: ModuleSpec | None = None) -> Graph:
         forward = self.index.method(info, "forward")
         if forward is None:
             return self.graph
@@ -531,6 +577,9 @@ class Evaluator:
         if scope.self_value is None:
             return None
         if type(test) is cst.Attribute and _rooted_at_self(test):
+            if is_self_attr(test) and test.attr.value == "training" and self.index.attr_value(
+                    scope.self_value.cls, "training") is None:
+                return None  # nn.Module's train/eval mode (`0.0 if not self.training else p`): no configuration
             if is_self_attr(test):
                 return self.flag_source(scope.self_value, test.attr.value) + (0,)
             field = _config_field(test)
@@ -1357,16 +1406,30 @@ class Evaluator:
     # ----- norm classes ---------------------------------------------------------------------
 
     def norm_class_kind(self, info: ClassInfo) -> str | None:
+        memo = self.plain_evaluations
         if info.name not in self.norm_class_kinds:
             self.norm_class_kinds[info.name] = None  # recursion guard
             from reslint.static.norms import classify_norm_class
 
-            self.norm_class_kinds[info.name] = classify_norm_class(self.index, info, self.class_graph)
+            if memo is None:
+                self.norm_class_kinds[info.name] = classify_norm_class(self.index, info, self.class_graph)
+                return self.norm_class_kinds[info.name]
+            start = self.budget.steps
+            memo.classifying.add(info.name)
+            try:
+                self.norm_class_kinds[info.name] = classify_norm_class(self.index, info, self.class_graph)
+            finally:
+                memo.classifying.discard(info.name)
+                self.classification_steps += self.budget.steps - start
+        elif memo is not None and info.name in memo.classifying:
+            self.read_unfinished = True
         return self.norm_class_kinds[info.name]
 
     def class_graph(self, info: ClassInfo) -> Graph:
         """The graph of a class's forward evaluated on its own, with `info` guarded against recursion."""
         evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.plain_evaluations = self.plain_evaluations
+        evaluator.for_classification = True
         # Shared: each norm class of a file is classified once (a class under classification reads None).
         evaluator.norm_class_kinds = self.norm_class_kinds
         evaluator.norm_class_kinds.setdefault(info.name, None)

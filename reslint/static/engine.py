@@ -21,7 +21,7 @@ from reslint.static.walk import walk
 from itertools import product
 
 from reslint.static.built_elsewhere import site_specs
-from reslint.static.dataflow import BudgetExceeded, Evaluator, budget_limits, file_budget
+from reslint.static.dataflow import BudgetExceeded, Evaluator, PlainEvaluations, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.imported_blocks import imported_block_placement
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
@@ -72,6 +72,13 @@ class StaticExtractor:
         self.norm_kinds: dict[str, str | None] = {}
         self.builtin_owners: dict[tuple[int, int], str] = {}  # torch layer's place -> the class building it
         self.init_calls: dict[ClassInfo, set[str]] = {}  # _built_in_init's answers: every model's closure asks
+        self.plain_evaluations = PlainEvaluations()
+
+    def _evaluator(self, norm_kinds: dict[str, str | None]) -> Evaluator:
+        evaluator = Evaluator(self.index, self.positions, self.path)
+        evaluator.norm_class_kinds = norm_kinds
+        evaluator.plain_evaluations = self.plain_evaluations
+        return evaluator
 
     def span(self, node: cst.CSTNode | None) -> Span:
         start = self.positions.line_column(node) if node is not None else None
@@ -87,6 +94,7 @@ class StaticExtractor:
     def run(self) -> FileFacts:
         module_classes = [info for info in self.index.classes.values() if self.index.is_module_class(info)]
         used = self._used_as_submodule(module_classes)
+        self.plain_evaluations.built = used
         outermost = [info for info in module_classes if info.name not in used]
         # Facts gathered over every class evaluated as a root; a place seen from several roots is kept once.
         self.residual_facts: dict[tuple, ResidualAdd] = {}
@@ -157,8 +165,7 @@ class StaticExtractor:
             if not any(project.is_module_class(site.path, site.scope, type(self.index)) for site in callers):
                 continue
             self.facts.reads.extend(dict.fromkeys(str(site.path) for site in callers))
-            evaluator = Evaluator(self.index, self.positions, self.path)
-            evaluator.norm_class_kinds = norm_kinds
+            evaluator = self._evaluator(norm_kinds)
             try:
                 graph = evaluator.evaluate_function(function, owner=name)
             except BudgetExceeded:
@@ -169,8 +176,7 @@ class StaticExtractor:
     def _evaluations(self, info: ClassInfo, norm_kinds):
         """One graph per assignment of the configuration flags the forward branches on (at most two flags),
         then one per placement flag whose default is known, with the other value: (graph, assumed, other)."""
-        evaluator = Evaluator(self.index, self.positions, self.path)
-        evaluator.norm_class_kinds = norm_kinds
+        evaluator = self._evaluator(norm_kinds)
         try:  # over the file's work budget: this class yields no graph, the facts found so far stand (RL904)
             graph = evaluator.evaluate_class(info)
         except BudgetExceeded:
@@ -186,8 +192,7 @@ class StaticExtractor:
         if not flags:
             yield graph, (), ""
         for values in product((True, False), repeat=len(flags)) if flags else ():
-            assumed = Evaluator(self.index, self.positions, self.path)
-            assumed.norm_class_kinds = norm_kinds
+            assumed = self._evaluator(norm_kinds)
             assumed.assumptions = dict(zip(flags, values))
             try:
                 graph = assumed.evaluate_class(info)
@@ -195,8 +200,7 @@ class StaticExtractor:
                 return
             yield graph, tuple((("flag", flag), 0 if value else 1) for flag, value in zip(flags, values)), ""
         for flag in defaults[:2]:
-            other = Evaluator(self.index, self.positions, self.path)
-            other.norm_class_kinds = norm_kinds
+            other = self._evaluator(norm_kinds)
             other.assumptions = {flag: not evaluator.flag_defaults[flag]}
             try:
                 graph = other.evaluate_class(info)
@@ -212,8 +216,7 @@ class StaticExtractor:
         self.facts.reads.extend(path for path in dict.fromkeys(str(site.path) for site in sites)
                                 if path not in self.facts.reads)
         for spec in specs:
-            evaluator = Evaluator(self.index, self.positions, self.path)
-            evaluator.norm_class_kinds = norm_kinds
+            evaluator = self._evaluator(norm_kinds)
             try:
                 graph = evaluator.evaluate_class(info, spec)
             except BudgetExceeded:
@@ -297,8 +300,7 @@ class StaticExtractor:
             info = self.index.classes.get(name)
             if info is None or name in consumed or self.index.method(info, "forward") is None:
                 continue  # a consumer passing the stream on again: whoever consumes it decides (undecided here)
-            evaluator = Evaluator(self.index, self.positions, self.path)
-            evaluator.norm_class_kinds = self.norm_kinds_seen
+            evaluator = self._evaluator(self.norm_kinds_seen)
             evaluator.loaded_modules = loaders
             steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)  # a second look spends no budget
             try:
@@ -351,8 +353,7 @@ class StaticExtractor:
                 path, forward = inherited
                 if path not in self.facts.reads:
                     self.facts.reads.append(path)
-                evaluator = Evaluator(self.index, self.positions, self.path)
-                evaluator.norm_class_kinds = self.norm_kinds_seen
+                evaluator = self._evaluator(self.norm_kinds_seen)
                 steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)  # a second look spends no budget
                 try:
                     graph = evaluator.evaluate_class(replace(info, methods={**info.methods, "forward": forward}))
@@ -377,8 +378,7 @@ class StaticExtractor:
         forward = self.index.method(info, "forward") if info is not None else None
         if forward is None or not any(_defaults_to_none(param) for param in forward.params.params):
             return None
-        evaluator = Evaluator(self.index, self.positions, self.path)
-        evaluator.norm_class_kinds = self.norm_kinds_seen
+        evaluator = self._evaluator(self.norm_kinds_seen)
         evaluator.assumptions = {flag: value == 0 for (kind, flag), value in assumed if kind == "flag"}
         evaluator.optional_inputs_undecided = True
         # A second look only: it neither spends the file's work budget nor reports where it ran out (RL904).
@@ -690,7 +690,7 @@ class StaticExtractor:
     def _module_norms(self, module_classes, sequence_classes: set[str]) -> list[NormOp]:
         norms = []
         for info in module_classes:
-            pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(self.graphs.get(info.name))
+            pooled = None  # read only for a norm of a sequence model: walking the class's graph for it costs
             for spec in info.submodules.values():
                 for inner in iter_specs(spec):
                     if inner.kind != "builtin" or inner.name not in torch_api.NORM_MODULES:
@@ -701,9 +701,15 @@ class StaticExtractor:
                         shape = inner.arg(0, "normalized_shape")
                         if isinstance(shape, (cst.List, cst.Tuple)) and len(shape.elements) >= 2:
                             spans_sequence = self.span(inner.node)
+                    in_sequence_model = info.name in sequence_classes
+                    if in_sequence_model:
+                        if pooled is None:
+                            pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(
+                                self.graphs.get(info.name))
+                        in_sequence_model = id(inner) not in pooled
                     norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node), owner=info.name,
                                         variant=inner.name, spans_sequence=spans_sequence,
-                                        in_sequence_model=info.name in sequence_classes and id(inner) not in pooled))
+                                        in_sequence_model=in_sequence_model))
         seen = set()
         for name, graph in self.graphs.items():
             for node in graph.nodes:

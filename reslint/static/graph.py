@@ -8,7 +8,7 @@ node belongs to (like torch.fx's `nn_module_stack`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PARAMETRISED_OPS = ("module", "call")
 
@@ -20,17 +20,24 @@ class Frame:
     key: str = ""  # stack key for "stack" frames
 
 
-@dataclass(eq=False)
 class Node:
-    op: str
-    inputs: tuple[Node, ...]
-    # (line, column), or a function giving them: most nodes' places are never read, and placing
-    # a node costs more than building it
-    place: tuple[int, int] | Callable[[], tuple[int, int]]
-    frames: tuple[Frame, ...] = ()
-    condition: tuple = ()
-    info: dict = field(default_factory=dict)
-    users: list[Node] = field(default_factory=list)
+    """One value of the graph. A plain class with slots (not a dataclass): a file's evaluations build
+    tens of thousands of them."""
+
+    __slots__ = ("op", "inputs", "place", "frames", "condition", "info", "users")
+
+    def __init__(self, op: str, inputs: tuple[Node, ...],
+                 place: tuple[int, int] | Callable[[], tuple[int, int]], frames: tuple[Frame, ...] = (),
+                 condition: tuple = (), info: dict | None = None, users: list[Node] | None = None):
+        self.op = op
+        self.inputs = inputs
+        # (line, column), or a function giving them: most nodes' places are never read, and placing
+        # a node costs more than building it
+        self.place = place
+        self.frames = frames
+        self.condition = condition
+        self.info = {} if info is None else info
+        self.users = [] if users is None else users
 
     @property
     def line(self) -> int:
@@ -79,7 +86,7 @@ class Graph:
         self.stack_iterations: dict[str, tuple[int, int]] = {}
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
-        node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info)
+        node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info, [])
         for parent in node.inputs:
             parent.users.append(node)
         self.nodes.append(node)

@@ -48,7 +48,7 @@ class _SyntacticStart:
 
     def __exit__(self, *exc_info: object) -> bool:
         state = self.state
-        state.syntactic[self.node] = state.start_of(self.start_node) if self.start_node is not None else self.start
+        state.syntactic[id(self.node)] = state.start_of(self.start_node) if self.start_node is not None else self.start
         return False
 
 
@@ -59,8 +59,9 @@ class _OffsetState(CodegenState):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.indent_tokens.extend(indents)
         self.offset = 0
-        self.ranges: dict[cst.CSTNode, tuple[int, int]] = {}  # node -> its code, whitespace it owns included
-        self.syntactic: dict[cst.CSTNode, int] = {}  # node -> start without that whitespace, where it differs
+        # Keyed by the nodes' ids (the module holds the nodes): a libcst node's `__hash__` is a Python call.
+        self.ranges: dict[int, tuple[int, int]] = {}  # id of a node -> its code, whitespace it owns included
+        self.syntactic: dict[int, int] = {}  # id of a node -> start without that whitespace, where it differs
         self.pending: list[int] = []
         self.stop = stop  # generate up to this node (a def's body), not further
 
@@ -79,11 +80,11 @@ class _OffsetState(CodegenState):
         self.pending.append(self.offset)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node] = (self.pending.pop(), self.offset)
+        self.ranges[id(node)] = (self.pending.pop(), self.offset)
 
     def start_of(self, node: cst.CSTNode) -> int:
-        start = self.syntactic.get(node)
-        return start if start is not None else self.ranges[node][0]
+        start = self.syntactic.get(id(node))
+        return start if start is not None else self.ranges[id(node)][0]
 
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
                                   end_node: cst.CSTNode | None = None) -> _SyntacticStart:
@@ -118,9 +119,9 @@ class SourceMap:
                 self._anchors = anchors
                 self._code = text
                 self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(text)]
-        self._unit_of: dict[cst.CSTNode, cst.CSTNode] | None = None  # node -> the statement it is placed with
-        self._starts: dict[cst.CSTNode, int] = {}  # placed so far: node -> start offset
-        self._spans: dict[cst.CSTNode, tuple[int, int]] = {}  # node -> its code's span in the text
+        self._unit_of: dict[int, cst.CSTNode] | None = None  # id of a node -> the statement it is placed with
+        self._starts: dict[int, int] = {}  # placed so far: id of a node -> start offset
+        self._spans: dict[int, tuple[int, int]] = {}  # id of a node -> its code's span in the text
         self._placed: set[cst.CSTNode] = set()  # statements placed (def and class: up to their body)
         self._whole: set[cst.CSTNode] = set()  # def and class statements placed with their body
 
@@ -142,16 +143,16 @@ class SourceMap:
     def line_column(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """(1-based line, 0-based column), like PositionProvider's `.start`; None for a node not in the module."""
         if self._anchors is not None:
-            offset = self._starts.get(node)
+            offset = self._starts.get(id(node))
             if offset is None and self._place(node):
-                offset = self._starts.get(node)
+                offset = self._starts.get(id(node))
             if self._anchors is not None:
                 if offset is None:
                     return None
                 line = bisect_right(self._line_offsets, offset)
                 return line, offset - self._line_offsets[line - 1]
         state = self._mapped()
-        if node not in state.ranges:
+        if id(node) not in state.ranges:
             return None
         offset = state.start_of(node)
         line = bisect_right(self._line_offsets, offset)
@@ -161,12 +162,12 @@ class SourceMap:
         """The node's code with the whitespace it owns, as `Module.code_for_node` gives it for an expression
         (a nested statement's lines keep their indentation here)."""
         if self._anchors is not None:
-            span = self._spans.get(node)
+            span = self._spans.get(id(node))
             if span is None and self._place(node, whole=True):
-                span = self._spans.get(node)
+                span = self._spans.get(id(node))
             if self._anchors is not None:
                 return self._code[span[0]:span[1]] if span is not None else self._module.code_for_node(node)
-        span = self._mapped().ranges.get(node)
+        span = self._mapped().ranges.get(id(node))
         if span is None:
             return self._module.code_for_node(node)
         return self._code[span[0]:span[1]]
@@ -178,7 +179,7 @@ class SourceMap:
         module is generated instead (`node` belongs to no statement, or the text disagrees)."""
         if self._unit_of is None:
             self._unit_of = _units(self._module, self._anchors)
-        unit = self._unit_of.get(node)
+        unit = self._unit_of.get(id(node))
         if unit is None:  # whitespace, a block, a node of another module: the whole module says
             self._mapped()
             return False
@@ -216,11 +217,11 @@ class SourceMap:
                                                and code == found + self._module.default_newline):
             raise _Unplaceable
         starts, spans, syntactic = self._starts, self._spans, state.syntactic
-        for node, (start, end) in state.ranges.items():
-            spans[node] = (base + start, base + end)
-            starts[node] = base + syntactic.get(node, start)
-        for node, start in syntactic.items():
-            starts[node] = base + start
+        for key, (start, end) in state.ranges.items():
+            spans[key] = (base + start, base + end)
+            starts[key] = base + syntactic.get(key, start)
+        for key, start in syntactic.items():
+            starts[key] = base + start
         self._placed.add(unit)
         if whole:
             self._whole.add(unit)
@@ -252,12 +253,12 @@ def _pair(statements, nodes: list[ast.stmt], indents: tuple[str, ...], default_i
     return at == len(nodes)
 
 
-def _units(module: cst.Module, anchors: dict) -> dict[cst.CSTNode, cst.CSTNode]:
-    """Each node under a placed statement -> the innermost such statement (a def or class owns its
+def _units(module: cst.Module, anchors: dict) -> dict[int, cst.CSTNode]:
+    """The id of each node under a placed statement -> the innermost such statement (a def or class owns its
     header; its body's statements own themselves)."""
-    unit_of: dict[cst.CSTNode, cst.CSTNode] = {}
+    unit_of: dict[int, cst.CSTNode] = {}
     for unit in anchors:
-        unit_of[unit] = unit
+        unit_of[id(unit)] = unit
         pending = [unit]
         body = getattr(unit, "body", None)
         skip = body if isinstance(unit, (cst.FunctionDef, cst.ClassDef)) and isinstance(body, cst.IndentedBlock) else None
@@ -271,12 +272,12 @@ def _units(module: cst.Module, anchors: dict) -> dict[cst.CSTNode, cst.CSTNode]:
                     for item in value:
                         known = _is_node.get(type(item))
                         if known or (known is None and is_node(type(item))):
-                            unit_of[item] = unit
+                            unit_of[id(item)] = unit
                             pending.append(item)
                 elif value is not skip:
                     known = _is_node.get(value_kind)
                     if known or (known is None and is_node(value_kind)):
-                        unit_of[value] = unit
+                        unit_of[id(value)] = unit
                         pending.append(value)
     return unit_of
 
@@ -293,8 +294,9 @@ class _SyntacticRange(_SyntacticStart):
 
     def __exit__(self, *exc_info: object) -> bool:
         state = self.state
-        state.syntactic[self.node] = state.start_of(self.start_node) if self.start_node is not None else self.start
-        state.syntactic_end[self.node] = state.end_of(self.end_node) if self.end_node is not None else state.offset
+        key = id(self.node)
+        state.syntactic[key] = state.start_of(self.start_node) if self.start_node is not None else self.start
+        state.syntactic_end[key] = state.end_of(self.end_node) if self.end_node is not None else state.offset
         state.order.setdefault(self.node)
         return False
 
@@ -304,7 +306,7 @@ class _RangeState(_OffsetState):
 
     def __init__(self, module: cst.Module):
         super().__init__(module)
-        self.syntactic_end: dict[cst.CSTNode, int] = {}
+        self.syntactic_end: dict[int, int] = {}  # id of a node -> its end without trailing whitespace
         self.order: dict[cst.CSTNode, None] = {}  # PositionProvider's order: a node when its range is known
         self.dropped = ""  # the last newline of a file without one: still counted, as PositionProvider does
 
@@ -313,12 +315,12 @@ class _RangeState(_OffsetState):
             self.dropped = self.tokens.pop()
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node] = (self.pending.pop(), self.offset)
+        self.ranges[id(node)] = (self.pending.pop(), self.offset)
         self.order.setdefault(node)
 
     def end_of(self, node: cst.CSTNode) -> int:
-        end = self.syntactic_end.get(node)
-        return end if end is not None else self.ranges[node][1]
+        end = self.syntactic_end.get(id(node))
+        return end if end is not None else self.ranges[id(node)][1]
 
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
                                   end_node: cst.CSTNode | None = None) -> _SyntacticRange:
@@ -356,7 +358,7 @@ class CodeRanges:
     def code_span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Where the code generated for the node lies, the whitespace it owns (a statement's leading lines)
         included: the text `code_for_node` gives it in place."""
-        return self._state.ranges[node]
+        return self._state.ranges[id(node)]
 
     def line_column(self, offset: int) -> tuple[int, int]:
         """(1-based line, 0-based column) of an offset."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 NORM_MODULES = {
     "LayerNorm": "layernorm",
     "RMSNorm": "rmsnorm",
@@ -110,6 +112,7 @@ def torch_member(qualified: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # asked for every call the static engine evaluates: a file names few callees
 def is_stochastic_depth(name: str) -> bool:
     """timm's DropPath/drop_path, torchvision's StochasticDepth/stochastic_depth: a dropout of the whole branch,
     whichever file defines it."""
