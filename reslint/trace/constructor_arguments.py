@@ -71,6 +71,8 @@ CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r"stride", 1),
     (r"window_size", PATCH),
     (r"(\w+_)?(mult|ratio|expansion_factor)", 2),
+    (r"(num_|n_)?freq(uency)?_bands|num_bands|(num_|n_)freqs", 4),  # Fourier features of positions
+    (r"max_freq(uency)?", 10.0),
     (r"n_mels|num_mel_bins|mels?|idim|input_dim|in_dim|feat_dim|n_feats|num_features", FEATURES),
     (r"(\w+_)?(ff|ffn|mlp|feedforward|intermediate|inner|linear_units)(_\w+)?|dim_feedforward|hidden_dim", FEEDFORWARD),
     (r"(\w+_)?(dim|size|width|state|embd|model|hidden|units|features|channels?|chan|emb|embed|shape)|d|adim"
@@ -374,10 +376,14 @@ def keyword_arguments(cls: type, arguments: dict, depth: list[str],
 
 
 def missing_keywords(cls: type, error: BaseException) -> list[str]:
-    """The key of a KeyError; else the parameters left None that the failing statement of the innermost
-    constructor below `cls`'s reads."""
+    """The key of a KeyError, or the arguments a TypeError says an inner constructor is missing (`PerceiverIO.
+    __init__() missing 1 required keyword-only argument: 'depth'`); else the parameters left None that the
+    failing statement of the innermost constructor below `cls`'s reads."""
     if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
         return [error.args[0]]
+    missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: (.+)$", str(error))
+    if isinstance(error, TypeError) and missing:
+        return re.findall(r"'(\w+)'", missing.group(1))
     inits = init_codes(cls)
     tb, inner, below = error.__traceback__, None, False
     while tb is not None:
