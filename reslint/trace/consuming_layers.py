@@ -3,8 +3,9 @@ input must have is the `in_features` of the nn.Linear it reaches (`temb = self.t
 the values a label may take the `num_embeddings` of the nn.Embedding it reaches.
 
 The input is followed through the forward in source order: a name assigned from an expression that reads
-it carries it on, a parameter-free torch layer (an activation, dropout) and a function or method call pass
-it on, and a call of a submodule (`self.norm1(x, emb=temb)`, `self.blocks[0](...)`, the loop variable of
+it carries it on, and so do a parameter-free torch layer (an activation, dropout), torch's functions and a
+tensor's methods; what a function or a method of the project makes of it (a sinusoidal projection) is not
+it, and a call of a submodule (`self.norm1(x, emb=temb)`, `self.blocks[0](...)`, the loop variable of
 `for block in self.blocks`, a Sequential's first layer) is followed into that submodule's forward, LEVELS
 deep. The first sized layer it reaches (Linear, Embedding, LayerNorm, RMSNorm) is the answer. A submodule
 of the project that takes it without reaching one (a sinusoidal timestep projection) ends the search
@@ -112,7 +113,7 @@ def reads(expression: ast.AST, carried: set[str], model: Any = None, aliases: di
     if model is not None and isinstance(expression, ast.Call):
         target = resolve(model, expression.func, aliases or {})
         if (target is not None and target is not model and not passes_on(target)) or unset(model, expression.func) \
-                or method(model, expression.func):
+                or method(model, expression.func) or project_function(model, expression.func):
             return False
     return any(reads(child, carried, model, aliases) for child in ast.iter_child_nodes(expression))
 
@@ -121,6 +122,24 @@ def method(model: Any, node: ast.AST) -> bool:
     """`self.helper(...)`, a method of the model's own (not a layer): what it returns is not known to be the input."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
         and callable(getattr(type(model), node.attr, None))
+
+
+def project_function(model: Any, node: ast.AST) -> bool:
+    """`sinusoid(t)`, `utils.embed(t)`: a function the forward's module binds that is not torch's or a builtin."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return False
+    path = []
+    while isinstance(node, ast.Attribute):
+        path.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id == "self":
+        return False
+    scope = getattr(type(model).forward, "__globals__", {})
+    value = scope.get(node.id)
+    for part in path:
+        value = getattr(value, part, None)
+    home = getattr(value, "__module__", None) or ""
+    return callable(value) and not isinstance(value, type) and home.split(".")[0] not in ("torch", "builtins", "einops")
 
 
 def unset(model: Any, node: ast.AST) -> bool:
@@ -164,8 +183,9 @@ def called(model: Any, call: ast.Call, carried: set[str], aliases: dict[str, Any
     if target is None or target is model:
         return None
     position = next((index for index, argument in enumerate(call.args)
-                     if not isinstance(argument, ast.Starred) and reads(argument, carried)), None)
-    keyword = next((item.arg for item in call.keywords if item.arg and reads(item.value, carried)), None)
+                     if not isinstance(argument, ast.Starred) and reads(argument, carried, model, aliases)), None)
+    keyword = next((item.arg for item in call.keywords if item.arg and reads(item.value, carried, model, aliases)),
+                   None)
     if position is None and keyword is None:
         return None
     if isinstance(target, nn.Sequential) and position == 0:
