@@ -104,3 +104,21 @@ def test_a_keyword_an_inner_constructor_misses_is_passed_through_kwargs():
     assert "missing 1 required keyword-only argument: 'depth'" in str(first_error)
     assert built_with == {"dim": 32, "num_tokens": 256, "depth": 2} and depth == ["depth"]
     assert len(model.encoder.layers) == 2
+
+
+def test_a_model_too_large_to_probe_hands_the_capture_its_conditioning_last():
+    from reslint.trace.inputs import candidate_inputs, infer_candidates
+
+    class Masked(load(CONDITIONING).LabelConditionedTransformer):  # a mask: several plausible sets come first
+        def forward(self, hidden_states, attention_mask, timestep=None, class_labels=None):
+            hidden_states = self.proj_in(hidden_states) * attention_mask[..., None]
+            for block in self.blocks:
+                hidden_states = block(hidden_states, timestep=timestep, class_labels=class_labels)
+            return self.proj_out(self.norm_out(hidden_states))
+
+    with torch.device("meta"):  # 60 M parameters: more than a CPU probe copies
+        model = Masked(dim=2400)
+    candidates = [shapes(candidate_inputs(candidate, "meta")) for candidate in infer_candidates(model)]
+    assert len(candidates) == 4 and candidates[0] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool")}
+    assert candidates[-1] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool"),
+                              "timestep": ((2,), "int64"), "class_labels": ((2,), "int64")}
