@@ -21,7 +21,8 @@ When the build raises, the statement that raised says what to change (`assert ex
 parameters it names are filled (an optional one left None), widened or made pairs, and the build is
 retried, RETRIES times at most. A constructor that takes `**kwargs` gets the keyword a KeyError names, or
 the optional parameter an inner constructor's failing statement reads, spelled with the prefixes it splits
-its kwargs by (`enc_num_tokens`, `dec_depth`). The first error is the one reported when every try fails.
+its kwargs by (`enc_num_tokens`, `dec_depth`), as is a keyword an inner constructor's TypeError reports
+missing. The first error is the one reported when every try fails.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ runs, the first guess stands alone, so a failure reads as before. The sets inclu
 source tells (`forward_body`: a further input's rank from an einsum, an optional input an assertion asks
 for), images cut into the patch size the model keeps, and ids of the sequence length it keeps. A model
 too large to copy hands the capture its first few sets in turn.
+
+Conditioning inputs take the shape of the layer that reads them (conditioning_inputs): a diffusion block's
+`temb` the width of its projection, a timestep `(batch,)`, labels below their embedding's size; the optional
+ones the model, as built, reads are tried together and alone, after the rest. A graph layer's forward
+(`edge_index`) gets a graph (graph_inputs).
 """
 
 from __future__ import annotations
