@@ -122,12 +122,3 @@ def test_a_model_too_large_to_probe_hands_the_capture_its_conditioning_last():
     assert len(candidates) == 4 and candidates[0] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool")}
     assert candidates[-1] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool"),
                               "timestep": ((2,), "int64"), "class_labels": ((2,), "int64")}
-
-
-def test_channels_left_to_the_caller_are_given_when_the_defaults_raise():
-    document = check("fixtures/trace/unset_channels.py")
-    assert [(t["name"], t["traced"]) for t in document["traces"]] == [("SpatialTransformer", True)]
-    assert document["findings"] == []
-    notes = {model["name"]: model["notes"] for model in document["models"]}
-    assert any(note.startswith("built with in_channels=32: its defaults raised ValueError: Has to define `in_channels`")
-               for note in notes["SpatialTransformer"])

@@ -297,19 +297,6 @@ def inferred_arguments(cls: type, namespace: dict, level: int = 0) -> tuple[dict
     return (arguments, depth) if arguments else None
 
 
-CHANNEL_SIBLINGS = ("out_channels", "num_channels", "in_channels", "channels")
-
-
-def unset_channels(cls: type) -> dict[str, Any]:
-    """`in_channels=None` beside an `out_channels` (diffusers' `Transformer2DModel`): the callers always say how
-    many channels; when the defaults do not build, the width convention says it. {} for any other constructor."""
-    parameters = constructor_parameters(cls) or []
-    names = {parameter.name.lower() for parameter in parameters}
-    return {parameter.name: WIDTH for parameter in parameters
-            if parameter.default is None and CHANNELS.fullmatch(parameter.name.lower())
-            and any(sibling in names for sibling in CHANNEL_SIBLINGS if sibling != parameter.name.lower())}
-
-
 def build_inferred(cls: type, namespace: dict, arguments: dict,
                    depth: list[str]) -> tuple[Any, dict, list[str], Exception | None]:
     """`cls(**arguments)`; when that raises, retried with the arguments the failing statement names changed

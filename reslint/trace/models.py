@@ -364,7 +364,7 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
     except Exception:  # noqa: BLE001 - unusual signatures or annotations of user classes
         return None
     if inferred is None:
-        return None if placed[0] else unset_channels_spec(cls, path)
+        return None
     spec = ModelSpec(cls.__name__, class_line(cls, path), lambda: None, cls=cls, origin="inferred",
                      reads=unread_site.reads if unread_site is not None else ())
     describe_inferred(spec, *inferred, unread_site, placed=placed)
@@ -376,33 +376,6 @@ def inferred_spec(cls: type, path: str, namespace: dict, unread_site: ModelSpec 
             describe_inferred(spec, arguments, depth, unread_site, placed=placed,
                               retried=f"the first guess, {describe(inferred[0])}, raised {one_line(first_error)}")
         return model
-
-    spec.build = build
-    return spec
-
-
-def unset_channels_spec(cls: type, path: str) -> ModelSpec | None:
-    """A class built from its defaults, or, when they raise and its channels default to None beside other
-    channels (`in_channels=None, out_channels=None`), with the channels the width convention gives; None
-    for a class without such channels."""
-    from reslint.trace.constructor_arguments import describe, unset_channels
-
-    try:
-        filled = unset_channels(cls) if no_arg_constructible(cls) else {}
-    except Exception:  # noqa: BLE001 - unusual signatures of user classes
-        return None
-    if not filled:
-        return None
-    spec = ModelSpec(cls.__name__, class_line(cls, path), lambda: None, cls=cls)
-
-    def build() -> Any:
-        try:
-            return cls()
-        except Exception as error:  # noqa: BLE001 - the defaults leave the channels to the caller
-            model = cls(**filled)
-            spec.origin, spec.site = "inferred", f"inferred arguments ({describe(filled)})"
-            spec.notes = (f"built with {describe(filled)}: its defaults raised {one_line(error)}",)
-            return model
 
     spec.build = build
     return spec
