@@ -72,8 +72,6 @@ CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r"stride", 1),
     (r"window_size", PATCH),
     (r"(\w+_)?(mult|ratio|expansion_factor)", 2),
-    (r"(num_|n_)?freq(uency)?_bands|num_bands|(num_|n_)freqs", 4),  # Fourier features of positions
-    (r"max_freq(uency)?", 10.0),
     (r"n_mels|num_mel_bins|mels?|idim|input_dim|in_dim|feat_dim|n_feats|num_features", FEATURES),
     (r"(\w+_)?(ff|ffn|mlp|feedforward|intermediate|inner|linear_units)(_\w+)?|dim_feedforward|hidden_dim", FEEDFORWARD),
     (r"(\w+_)?(dim|size|width|state|embd|model|hidden|units|features|channels?|chan|emb|embed|shape)|d|adim"
