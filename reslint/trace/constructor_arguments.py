@@ -21,7 +21,8 @@ When the build raises, the statement that raised says what to change (`assert ex
 parameters it names are filled (an optional one left None), widened or made pairs, and the build is
 retried, RETRIES times at most. A constructor that takes `**kwargs` gets the keyword a KeyError names, or
 the optional parameter an inner constructor's failing statement reads, spelled with the prefixes it splits
-its kwargs by (`enc_num_tokens`, `dec_depth`). The first error is the one reported when every try fails.
+its kwargs by (`enc_num_tokens`, `dec_depth`), as is a keyword an inner constructor's TypeError reports
+missing. The first error is the one reported when every try fails.
 """
 
 from __future__ import annotations
@@ -374,10 +375,14 @@ def keyword_arguments(cls: type, arguments: dict, depth: list[str],
 
 
 def missing_keywords(cls: type, error: BaseException) -> list[str]:
-    """The key of a KeyError; else the parameters left None that the failing statement of the innermost
-    constructor below `cls`'s reads."""
+    """The key of a KeyError, or the arguments a TypeError says an inner constructor is missing (`PerceiverIO.
+    __init__() missing 1 required keyword-only argument: 'depth'`); else the parameters left None that the
+    failing statement of the innermost constructor below `cls`'s reads."""
     if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
         return [error.args[0]]
+    missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: (.+)$", str(error))
+    if isinstance(error, TypeError) and missing:
+        return re.findall(r"'(\w+)'", missing.group(1))
     inits = init_codes(cls)
     tb, inner, below = error.__traceback__, None, False
     while tb is not None:

@@ -15,6 +15,11 @@ runs, the first guess stands alone, so a failure reads as before. The sets inclu
 source tells (`forward_body`: a further input's rank from an einsum, an optional input an assertion asks
 for), images cut into the patch size the model keeps, and ids of the sequence length it keeps. A model
 too large to copy hands the capture its first few sets in turn.
+
+Conditioning inputs take the shape of the layer that reads them (conditioning_inputs): a diffusion block's
+`temb` the width of its projection, a timestep `(batch,)`, labels below their embedding's size; the optional
+ones the model, as built, reads are tried together and alone, after the rest. A graph layer's forward
+(`edge_index`) gets a graph (graph_inputs).
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from reslint.trace.conditioning_inputs import conditioning_kind, conditioning_spec
 from reslint.trace.forward_body import asked_inputs, parameter_ranks
+from reslint.trace.graph_inputs import graph_candidate
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
@@ -42,6 +49,9 @@ def plain_candidates(model: Any) -> list[Candidate]:
     firsts = first_inputs(model)
     guess = complete(model, *firsts[0], Choice())
     tried = [guess]
+    first = firsts[0][0]
+    if isinstance(first, TensorSpec) and first.shape and (graph := graph_candidate(model, first.shape[-1])) is not None:
+        tried.append(graph)
     ranks = parameter_ranks(model)
     for first, like, extra, where in firsts:
         for choice in CHOICES:
@@ -60,7 +70,37 @@ def plain_candidates(model: Any) -> list[Candidate]:
     # normed by a PreNorm's norm_context), made like the first input
     tried += [given for name in optional_side_inputs(model)
               if (given := with_input(guess, name, model, "an optional side input")) is not None and given not in tried]
-    return probe(model, tried)
+    # then the optional conditioning inputs the model, as built, reads (a timestep, class labels, `emb`):
+    # all of them, then each alone
+    conditioned = complete(model, *firsts[0], Choice(consumers=True))
+    optional = optional_conditioning(model, conditioned)
+    for chosen in ([optional] if len(optional) > 1 else []) + [[spec] for spec in optional]:
+        given = with_specs(conditioned, chosen)
+        if given not in tried:
+            tried.append(given)
+    # a model too large to probe hands the capture its first few sets, and then every conditioning input at once
+    # (a diffusion transformer's forward needs its timestep and labels however it is built)
+    return probe(model, tried, [with_specs(conditioned, optional)] if optional else [])
+
+
+def optional_conditioning(model: Any, candidate: Candidate) -> list[TensorSpec]:
+    """Specs of the forward's optional conditioning parameters (default None) the layers that read them size."""
+    specs = candidate[0]
+    if not specs or not isinstance(specs[0], TensorSpec):
+        return []
+    batch = specs[0].shape[0] if specs[0].shape else BATCH
+    seq = specs[0].shape[1] if len(specs[0].shape) >= 2 else SEQ
+    given = {spec.name for spec in specs} | set(candidate[1])
+    return [spec for parameter in forward_parameters(model).values()
+            if parameter.default is None and parameter.name not in given
+            and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+            and (spec := conditioning_spec(model, parameter, batch, seq)) is not None]
+
+
+def with_specs(candidate: Candidate, specs: list[TensorSpec]) -> Candidate:
+    specs_now, extra, where = candidate
+    names = ", ".join(f"`{spec.name}`" for spec in specs)
+    return [*specs_now, *specs], extra, f"{where}; {names}, conditioning the model reads"
 
 
 def optional_side_inputs(model: Any) -> list[str]:
@@ -99,12 +139,14 @@ def first_token_ids(model: Any) -> Candidate | None:
     return [TensorSpec(spec.dtype, spec.shape, spec.high)], {}, f"the forward's `{parameters[0].name}` and the first nn.Embedding"
 
 
-def infer_specs(model: Any) -> tuple[list[TensorSpec], dict, str]:
-    """(tensor specs, extra keyword arguments, where they come from) of the model's first layer; raises
-    InputError."""
+def infer_specs(model: Any, skip: frozenset[int] = frozenset()) -> tuple[list[TensorSpec], dict, str]:
+    """(tensor specs, extra keyword arguments, where they come from) of the model's first layer (not one of
+    `skip`, ids of the layers that read a conditioning input); raises InputError."""
     from torch import nn
 
     for name, module in model.named_modules():
+        if id(module) in skip:
+            continue
         where = f"{type(module).__name__}" + (f" ({name})" if name else "")
         if isinstance(module, nn.TransformerEncoder):
             module = module.layers[0]
@@ -180,6 +222,33 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
+    return found + conditioning_firsts(model, specs)
+
+
+def conditioning_firsts(model: Any, specs: list[TensorSpec]) -> list[tuple[TensorSpec, None, dict, str]]:
+    """First inputs the conditioning parameters tell: a first parameter that is a timestep or labels
+    (an adaptive norm's `forward(timestep, ...)`), and the first layer that is not the one a conditioning
+    input reads (a block whose first registered layer projects its `temb`)."""
+    from reslint.trace.consuming_layers import consuming_layer
+
+    parameters = [parameter for parameter in forward_parameters(model).values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        inspect.Parameter.KEYWORD_ONLY)]
+    if not parameters:
+        return []
+    found = []
+    if conditioning_kind(parameters[0].name) in ("time", "label") and \
+            (spec := conditioning_spec(model, parameters[0], BATCH, SEQ)) is not None:
+        found.append((TensorSpec(spec.dtype, spec.shape, spec.high), None, {}, f"the forward's `{parameters[0].name}`"))
+    readers = frozenset(id(layer) for parameter in parameters[1:] if conditioning_kind(parameter.name) in ("vector", "time")
+                        and (layer := consuming_layer(model, parameter.name)) is not None)
+    if readers:
+        try:
+            others, extra, where = infer_specs(model, readers)
+        except InputError:
+            return found
+        if others != specs:
+            found.append((others[0], None, extra, f"{where}, not the layer a conditioning input reads"))
     return found
 
 
@@ -247,12 +316,14 @@ class Choice:
     mask: tuple[str, ...] = ()  # a mask's shape in "batch"/"seq"/"1" (empty: by its name)
     side: str = "like"  # "like": further tensors like the first; "width": features of the model's width
     numbers: bool = False  # required parameters without annotation named like sizes/positions are integers
+    consumers: bool = False  # conditioning parameters shaped by the layer that reads them (conditioning_inputs)
 
 
 MASK_SHAPES = (("batch", "seq"), ("batch", "1", "seq"), ("batch", "seq", "seq"), ("batch", "1", "seq", "seq"),
                ("seq", "seq"), ("1", "seq", "seq"))
-CHOICES = (Choice(), *(Choice(mask) for mask in MASK_SHAPES), Choice(side="width"),
-           *(Choice(mask, "width") for mask in MASK_SHAPES), Choice(numbers=True))
+CHOICES = (Choice(), Choice(consumers=True), *(Choice(mask) for mask in MASK_SHAPES), Choice(side="width"),
+           *(Choice(mask, "width") for mask in MASK_SHAPES), Choice(numbers=True),
+           *(Choice(mask, consumers=True) for mask in MASK_SHAPES))
 
 SQUARE_MASK_NAMES = ("attn_mask", "src_mask", "tgt_mask", "causal_mask", "attention_bias")
 LENGTH_NAMES = re.compile(r"(\w+_)?(lengths?|lens|len)|[a-z]lens|seq_?lens?|seqlens")
@@ -287,7 +358,9 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
         if number is not None and keyword:
             values[keyword] = number
             continue
-        spec = token_ids_spec(model, parameter, batch) or parameter_spec(parameter, side, batch, seq, choice.mask)
+        spec = token_ids_spec(model, parameter, batch) or \
+            (conditioning_spec(model, parameter, batch, seq) if choice.consumers else None) or \
+            parameter_spec(parameter, side, batch, seq, choice.mask)
         if spec is None:
             return [first], extra, where  # a required argument we cannot make: the failure will say so
         specs.append(spec)
@@ -371,14 +444,14 @@ def parameter_spec(parameter: Any, first: TensorSpec, batch: int, seq: int, mask
     return TensorSpec(first.dtype, first.shape, first.high, keyword)
 
 
-def probe(model: Any, candidates: list[Candidate]) -> list[Candidate]:
+def probe(model: Any, candidates: list[Candidate], unprobed: list[Candidate] = ()) -> list[Candidate]:
     """`candidates[0]` alone, or the first candidate whose forward runs on a CPU copy of the model put first;
-    the first few in order when the model is too large to copy."""
+    the first few in order, then `unprobed`, when the model is too large to copy."""
     if len(candidates) < 2:
         return candidates[:1]
     copy = probe_copy(model)
     if copy is None:  # the capture tries a few in turn (a failure still reports the first)
-        return candidates[:UNPROBED_TRIES]
+        return candidates[:UNPROBED_TRIES] + [each for each in unprobed if each not in candidates[:UNPROBED_TRIES]]
     import torch
 
     deadline = time.process_time() + PROBE_SECONDS
