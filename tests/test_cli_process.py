@@ -1,6 +1,7 @@
-"""The CLI's exit after a full check skips Python's teardown of torch (cli.exit_without_teardown) and
-still does what an exit must: the report flushed to its pipe, the exit status, the exit handlers run,
-and a thread Python's exit waits for waited for."""
+"""What a full check's process spends beside the check itself. Its exit skips Python's teardown of torch
+(cli.exit_without_teardown) and still does what an exit must: the report flushed to its pipe, the exit
+status, the exit handlers run, and a thread Python's exit waits for waited for. torch's objects, imported
+for the check, are frozen before the cyclic collector walks them (api.require_torch)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,25 @@ def test_a_static_check_and_a_running_thread_exit_as_always(tmp_path):
     assert static_log == ["exit handler", "torn down"]  # no torch imported: Python's own exit
     assert threaded.returncode == 0 and json.loads(threaded.stdout)["findings"], threaded.stderr
     assert sorted(threaded_log) == ["exit handler", "thread finished", "torn down"]
+
+
+FROZEN = textwrap.dedent('''
+    import gc, sys
+    if sys.argv[1] == "before":
+        import torch
+    from reslint.api import require_torch
+    require_torch()
+    print(gc.get_freeze_count())
+''')
+
+
+def test_torch_imported_for_a_check_is_frozen_unless_the_process_had_imported_it():
+    pytest.importorskip("torch")
+    counts = {}
+    for when in ("by the check", "before"):
+        done = subprocess.run([sys.executable, "-c", FROZEN, when], capture_output=True, text=True, timeout=600,
+                              env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+        assert done.returncode == 0, done.stderr
+        counts[when] = int(done.stdout)
+    assert counts["by the check"] > 100_000  # torch's objects, never walked by the collector
+    assert counts["before"] == 0  # a process's own objects are left to its collector
