@@ -8,7 +8,7 @@ children it waited for (the isolated trace children, and whatever they started).
 
   start-up          the interpreter, this script and the CLI's imports
   torch import      `require_torch` (torch, torch.export, torch.fx)
-  static analysis   the static engine's pass over each file, in the parent
+  static analysis   the static engine's pass over each file, in the parent, less "project files" (below)
   warm for tracing  what the parent imports/warms once before forking trace children
   trace children    `run_isolated_then` of the files' traces (a child per file); since wave 7 each child
                     also checks its file's fixes after delivering its trace (static re-checks, the fixed
@@ -20,7 +20,9 @@ children it waited for (the isolated trace children, and whatever they started).
 and inside the trace children (each child's own CPU seconds, summed over the children; "child: other"
 is what no phase below holds: the fork, importing the checked file, sending the result):
 
-  child: discover    finding the file's models and their construction sites (trace.models.discover_models)
+  child: discover    finding the file's models and their construction sites (trace.models.discover_models),
+                     less "project files": listing the project's files and the words they import
+                     (project_index.ProjectIndex), where the search for construction sites reads them
   child: build       building them on meta (trace.models.build_model)
   child: fx trace    fx's symbolic trace of the fast path (trace.fast_capture.traced)
   child: propagate   its shape propagation on meta (trace.fast_capture.propagate)
@@ -112,6 +114,7 @@ class Phases:
 def main(argv: list[str]) -> int:
     from reslint import analysis, api, cli, isolation, runner
     from reslint.fixes import apply, checked_in_trace_child
+    from reslint.project_index import ProjectIndex
     from reslint.trace import capture, fast_capture, models
 
     phases = Phases()
@@ -127,6 +130,8 @@ def main(argv: list[str]) -> int:
     phases.wrap(runner, "link_project", "project stage")
     phases.wrap(models, "discover_models", "child: discover")
     phases.wrap(models, "build_model", "child: build")
+    phases.wrap(ProjectIndex, "files_importing", "project files")
+    phases.wrap(ProjectIndex, "python_files", "project files")
     phases.wrap(fast_capture, "traced", "child: fx trace")
     phases.wrap(fast_capture, "propagate", "child: propagate")
     phases.wrap(capture, "capture_model", "child: export")
@@ -145,15 +150,15 @@ def main(argv: list[str]) -> int:
     traced_children = phases.add_children(folder)
     accounted_own = sum(value for label, value in phases.own.items() if not label.startswith("child: "))
     print(f"{'phase':<20} {'calls':>5} {'self CPU-s':>11} {'children CPU-s':>15}", file=sys.stderr)
-    for name in ["start-up", "torch import", "static analysis", "warm for tracing", "trace children",
-                 "fix availability", "fix re-trace", "project stage"]:
+    for name in ["start-up", "torch import", "static analysis", "project files", "warm for tracing",
+                 "trace children", "fix availability", "fix re-trace", "project stage"]:
         print(f"{name:<20} {phases.calls.get(name, 0):>5} {phases.own.get(name, 0.0):>11.2f} "
               f"{phases.children.get(name, 0.0):>15.2f}", file=sys.stderr)
     print(f"{'other':<20} {'':>5} {own - accounted_own:>11.2f} {children - sum(phases.children.values()):>15.2f}",
           file=sys.stderr)
     print(f"{'total':<20} {'':>5} {own:>11.2f} {children:>15.2f}   all: {own + children:.2f} CPU-s", file=sys.stderr)
     print(f"inside the {traced_children} trace children (their own CPU seconds):", file=sys.stderr)
-    known = ["child: discover", "child: build", "child: fx trace", "child: propagate", "child: export",
+    known = ["child: discover", "child: project files", "child: build", "child: fx trace", "child: propagate", "child: export",
              "child: graph facts", "child: fix checks", "child: static analysis", "child: candidates"]
     for name in [*known, *sorted(set(phases.own) - {*known, "child: other"}), "child: other"]:
         if not name.startswith("child: "):
