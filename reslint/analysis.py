@@ -512,21 +512,25 @@ def warm_for_tracing(export: bool) -> None:
     imported for children the fast capture path serves (see trace.meta_init.refs_without_dynamo)."""
     import importlib
 
-    for step in ("symbolic shapes", "trace engine", "export")[:3 if export else 2]:
-        if step in _warmed:
-            continue
-        _warmed.add(step)
-        try:
-            if step == "export":
-                preload_torch()
-            elif step == "trace engine":
-                for name in TRACE_MODULES:
-                    importlib.import_module(name)
-                importlib.import_module("reslint.trace.meta_init").disabled_references()
-            else:
-                importlib.import_module("torch.fx.experimental.symbolic_shapes")
-        except Exception:  # noqa: BLE001 - only a head start: the children do without it
-            pass
+    # What these imports make lives as long as the process: frozen before the collector walks it (sympy's
+    # objects set off a full collection of everything otherwise: 0.1 CPU-s), as api.require_torch does torch's.
+    with collector_paused():
+        for step in ("symbolic shapes", "trace engine", "export")[:3 if export else 2]:
+            if step in _warmed:
+                continue
+            _warmed.add(step)
+            try:
+                if step == "export":
+                    preload_torch()
+                elif step == "trace engine":
+                    for name in TRACE_MODULES:
+                        importlib.import_module(name)
+                    importlib.import_module("reslint.trace.meta_init").disabled_references()
+                else:
+                    importlib.import_module("torch.fx.experimental.symbolic_shapes")
+            except Exception:  # noqa: BLE001 - only a head start: the children do without it
+                pass
+        gc.freeze()
 
 
 def failed_trace(path: str, failure, timeout: float) -> TracedFile:

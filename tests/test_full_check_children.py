@@ -179,3 +179,37 @@ def test_memoized_propagation_gives_every_node_the_value_every_op_run_gives(exam
             (((2, 5, 5), torch.float32, (25, 5, 1)),), (((5, 2, 2), torch.float32, (4, 2, 1)),)]
     else:  # a stack of alike blocks: their ops were run once
         assert 0 < entries < len(memoized) / 4
+
+
+def test_a_checks_repeated_fix_rechecks_and_candidates_are_computed_once_per_process():
+    # with_fixes re-checks a fix's text for the fix, and again when fix_file applies them all.
+    from reslint.analysis import analyze_file
+    from reslint.fixes import handed_back
+    from reslint.settings import Settings
+
+    display = "examples/tiny_gpt.py"
+    data = (REPO_ROOT / display).read_bytes()
+    engine = Settings(static=True, cache=False, jobs=1)
+    analysed, made = [], []
+
+    def analyse(text: bytes):
+        analysed.append(text)
+        return analyze_file(display, text, engine, links=False)
+
+    def make():
+        made.append(1)
+        return "fixed text"
+
+    asked = (display, "RL103", display, 44, 5, "TinyGPT", "no final norm")
+    with handed_back.for_this_check(None):
+        first = handed_back.analysis_of(display, data, engine, lambda: analyse(data))
+        again = handed_back.analysis_of(display, data, engine, lambda: analyse(data))
+        other = handed_back.analysis_of(display, data + b"\n", engine, lambda: analyse(data + b"\n"))
+        candidates = [handed_back.candidate_of(data.decode(), asked, make) for _ in range(2)]
+    outside = handed_back.analysis_of(display, data, engine, lambda: analyse(data))  # no check runs: computed
+
+    assert analysed == [data, data + b"\n", data]
+    assert first.to_dict() == again.to_dict() == outside.to_dict() and again is not first  # a copy: callers may change it
+    assert [(finding.code, finding.line) for finding in again.findings] == [("RL501", 15), ("RL103", 44)]
+    assert other.to_dict() == first.to_dict()  # a blank line more changes nothing found
+    assert (candidates, made) == (["fixed text", "fixed text"], [1])

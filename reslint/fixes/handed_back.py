@@ -23,18 +23,19 @@ _owner: int | None = None  # the process whose check wants its fixes checked in 
 _check: Callable | None = None  # what its trace children run after delivering their trace
 _handed: dict[tuple, object] = {}  # (display, text digest, engine settings) -> FileResult document; candidates
 _recording: list[dict] | None = None  # in a trace child: the analyses and candidates with_fixes computed there
+_done: dict[tuple, object] | None = None  # while a check runs: what this process computed, by the same keys
 
 
 @contextlib.contextmanager
 def for_this_check(check: Callable | None) -> Iterator[None]:
     """While a check and its `with_fixes` run: its trace children run `check` (None: they do not)."""
-    global _owner, _check, _handed
-    outer = _owner, _check, _handed
-    _owner, _check, _handed = (os.getpid() if check is not None else None), check, {}
+    global _owner, _check, _handed, _done
+    outer = _owner, _check, _handed, _done
+    _owner, _check, _handed, _done = (os.getpid() if check is not None else None), check, {}, {}
     try:
         yield
     finally:
-        _owner, _check, _handed = outer
+        _owner, _check, _handed, _done = outer
 
 
 def wanted() -> Callable | None:
@@ -70,29 +71,39 @@ def take(display: str, handed) -> None:
 
 def analysis_of(display: str, data: bytes, engine: Settings, analyse: Callable[[], FileResult]) -> FileResult:
     """`analyse()`, the engines' result for `data` as the file `display` under `engine`'s settings, unless
-    the file's trace child handed it back already."""
+    the file's trace child handed it back already or this process computed it earlier in the check (`with_fixes`
+    re-checks a fix's text once for the fix, again when it applies them all: `fix_file`)."""
     key = (display, hashlib.sha1(data).hexdigest(), engine.cache_key())
-    document = _handed.get(key)
-    if isinstance(document, dict):
-        try:
-            return from_document(document)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            pass
+    for known in (_handed, _done or {}):
+        document = known.get(key)
+        if isinstance(document, dict):
+            try:
+                return from_document(document)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass
     result = analyse()
+    if _done is None and _recording is None:
+        return result
+    document = to_document(result)
+    if _done is not None:
+        _done[key] = document
     if _recording is not None:
-        _recording.append({"display": key[0], "digest": key[1], "engine": key[2], "result": to_document(result)})
+        _recording.append({"display": key[0], "digest": key[1], "engine": key[2], "result": document})
     return result
 
 
 def candidate_of(text: str, asked: tuple, make: Callable[[], str | None]) -> str | None:
     """`make()`, a fixer's candidate text for the finding `asked` (apply.candidate) in `text`, unless the
-    file's trace child handed it back already."""
+    file's trace child handed it back already or this process made it earlier in the check."""
     key = ("candidate", asked[0], hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest(), repr(asked))
-    if key in _handed:
-        candidate = _handed[key]
-        if candidate is None or isinstance(candidate, str):
-            return candidate
+    for known in (_handed, _done or {}):
+        if key in known:
+            candidate = known[key]
+            if candidate is None or isinstance(candidate, str):
+                return candidate
     candidate = make()
+    if _done is not None:
+        _done[key] = candidate
     if _recording is not None:
         _recording.append({"display": asked[0], "candidate": list(key[2:]), "text": candidate})
     return candidate
