@@ -450,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     status = run(argv)
-    if "torch" in sys.modules:
+    if argv is None and "torch" in sys.modules:
+        # Only as the console script: a caller that hands main its own arguments may catch SystemExit.
         exit_without_teardown(status)
     sys.exit(status)
 

@@ -41,7 +41,8 @@ CHECK = textwrap.dedent('''
         reslint.cli.run = lambda argv: (run(argv), checked.set())[0]
         threading.Thread(target=lambda: (checked.wait(), time.sleep(2), note("thread finished"))).start()
     from reslint.cli import main
-    main(["check", "--no-cache", "--jobs", "1", "--output-format", "json", *sys.argv[3:]])
+    sys.argv = ["reslint", "check", "--no-cache", "--jobs", "1", "--output-format", "json", *sys.argv[3:]]
+    main()
 ''')
 
 FINDINGS = [("RL501", 15), ("RL103", 44)]  # of examples/tiny_gpt.py
@@ -103,3 +104,25 @@ def test_torch_imported_for_a_check_is_frozen_unless_the_process_had_imported_it
         counts[when] = int(done.stdout)
     assert counts["by the check"] > 100_000  # torch's objects, never walked by the collector
     assert counts["before"] == 0  # a process's own objects are left to its collector
+
+
+CALLED = textwrap.dedent('''
+    import sys
+    from reslint.cli import main
+    try:
+        main(["check", "--no-cache", "--jobs", "1", "--output-format", "json", "model.py"])
+    except SystemExit as stop:
+        print("caught", stop.code, file=sys.stderr)
+''')
+
+
+def test_main_given_its_arguments_raises_system_exit_for_its_caller(tmp_path):
+    # Skipping the teardown is the console script's exit; a program or test that calls main itself keeps it.
+    pytest.importorskip("torch")
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    shutil.copy(REPO_ROOT / "examples" / "tiny_gpt.py", tmp_path / "model.py")
+    done = subprocess.run([sys.executable, "-c", CALLED], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert [(finding["code"], finding["line"]) for finding in json.loads(done.stdout)["findings"]] == FINDINGS
+    assert done.stderr.strip().splitlines()[-1] == "caught 1"
