@@ -126,17 +126,21 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
         result.findings.append(module)
         return False, False
 
+    from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
 
-    facts = extract_facts(path, module, source_path, text=text, tree=tree)
-    result.reads = list(facts.reads)
-    result.findings.extend(run_rules(facts, settings))
-    if settings.static and fixable(result.findings):
-        result.module = module
-    result.models.extend(facts.model_summaries())
-    if links:
-        result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
+    # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
+    with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
+                                                              tree) if tree is not None else contextlib.nullcontext():
+        facts = extract_facts(path, module, source_path, text=text, tree=tree)
+        result.reads = list(facts.reads)
+        result.findings.extend(run_rules(facts, settings))
+        if settings.static and fixable(result.findings):
+            result.module = module
+        result.models.extend(facts.model_summaries())
+        if links:
+            result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
     return True, bool(facts.models)
 
 

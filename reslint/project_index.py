@@ -29,11 +29,13 @@ project builds a class: for model discovery and for facts that need the classes 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
 import warnings
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -171,6 +173,7 @@ class ProjectIndex:
         self._files: list[Path] | None = None
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
+        self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -202,15 +205,26 @@ class ProjectIndex:
         if known is not None:
             self._trees.move_to_end(key)
             return known[0]
-        tree = parse_quietly(source, path)
+        lent = self._lent
+        tree = lent[1] if lent is not None and lent[0] == key else parse_quietly(source, path)
         self._trees[key] = (tree, len(source))
         self._tree_source += len(source)
         while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
             dropped, size = self._trees.popitem(last=False)[1]
             self._tree_source -= size
-            _imports_of.pop(id(dropped), None)  # they hold the tree too
-            _named_calls.pop(id(dropped), None)
+            _scanned.pop(id(dropped), None)  # it holds the tree too
         return tree
+
+    @contextlib.contextmanager
+    def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module) -> Iterator[None]:
+        """While the analysis of a file runs: its CPython AST, parsed already, is `syntax_tree`'s for that file
+        while the file holds `source` (a construction-site search reads the checked file's own calls). Kept after
+        only if it was asked for, as a tree parsed here would be."""
+        self._lent = ((Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()), tree)
+        try:
+            yield
+        finally:
+            self._lent = None
 
     def imported_words(self, path: Path) -> frozenset[str]:
         """The words of the file's import statements, from its text (a superset of the names it imports;
@@ -242,12 +256,7 @@ class ProjectIndex:
         tree = self.syntax_tree(path)
         if tree is None:
             return []
-        known = _imports_of.get(id(tree))
-        if known is None or known[0] is not tree:  # read once per tree: asked once per class a file may build
-            if len(_imports_of) > 4096:
-                _imports_of.clear()
-            known = _imports_of[id(tree)] = (tree, read_imports(tree))  # kept with its tree: the id is not reused
-        return list(known[1])
+        return list(scanned(tree)[0])  # read once per tree: asked once per class a file may build
 
     def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
@@ -642,27 +651,67 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
     return sites
 
 
-_imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
-_named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
+# id(tree) -> (tree, its import statements, its named calls): kept with the tree, so that its id is not reused
+_scanned: dict[int, tuple[ast.Module, list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]] = {}
+# Fields that hold no statement or expression (`ctx`, operators): not walked.
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+_node_fields: dict[type, tuple[str, ...]] = {}
+
+
+def scanned(tree: ast.Module) -> tuple[list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]:
+    """`read_imports` and `named_calls` of a tree, found in one walk, once per tree (asked once per class built)."""
+    known = _scanned.get(id(tree))
+    if known is None or known[0] is not tree:
+        if len(_scanned) > 4096:
+            _scanned.clear()
+        known = _scanned[id(tree)] = (tree, *scan(tree))
+    return known[1], known[2]
+
+
+def scan(tree: ast.Module) -> tuple[list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]:
+    """One breadth-first walk of the tree, `ast.walk`'s order without its generators: the import statements in
+    that order, and the named calls of each top-level statement in `ast.walk(statement)`'s order (a subtree's
+    nodes come in the same order in the walk of the whole tree)."""
+    statements = tree.body
+    calls_of_statement: list[list] = [[] for _ in statements]
+    imports: list[ast.stmt] = []
+    pending, owners = list(statements), list(range(len(statements)))
+    node_type, call, name, attribute, imported = ast.AST, ast.Call, ast.Name, ast.Attribute, (ast.Import, ast.ImportFrom)
+    at = 0
+    while at < len(pending):
+        node, owner = pending[at], owners[at]
+        at += 1
+        kind = type(node)
+        if kind is call:
+            if isinstance(node.func, (name, attribute)):
+                calls_of_statement[owner].append((node.func, node.lineno))
+        elif kind in imported:
+            imports.append(node)
+        fields = _node_fields.get(kind)
+        if fields is None:
+            fields = _node_fields[kind] = tuple(field for field in kind._fields if field not in _SKIPPED_FIELDS)
+        for field in fields:
+            value = getattr(node, field, None)
+            if isinstance(value, node_type):
+                pending.append(value)
+                owners.append(owner)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        pending.append(item)
+                        owners.append(owner)
+    calls = []
+    for statement, found in zip(statements, calls_of_statement):
+        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        in_class = isinstance(statement, ast.ClassDef)
+        calls.extend((func, line, scope, in_class) for func, line in found)
+    return import_statements(imports), calls
 
 
 def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
     """(func, line, top-level scope, whether that scope is a class) of every call `f(...)` or `m.f(...)` of a
     module, in `ast.walk` order per top-level statement: found once per tree, asked once per class built."""
-    known = _named_calls.get(id(tree))
-    if known is not None and known[0] is tree:
-        return known[1]
-    found = []
-    for statement in tree.body:
-        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
-        in_class = isinstance(statement, ast.ClassDef)
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-                found.append((node.func, node.lineno, scope, in_class))
-    if len(_named_calls) > 4096:
-        _named_calls.clear()
-    _named_calls[id(tree)] = (tree, found)  # the tree is kept with its calls, so its id is not reused
-    return found
+    return scanned(tree)[1]
 
 
 def references_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
@@ -775,8 +824,13 @@ def parse_quietly(source: bytes, path: Path) -> ast.Module | None:
 
 
 def read_imports(tree: ast.Module) -> list[ImportStatement]:
+    """Every import statement of the tree, in `ast.walk` order."""
+    return scanned(tree)[0]
+
+
+def import_statements(nodes: list[ast.stmt]) -> list[ImportStatement]:
     imports = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             imports.extend(ImportStatement(alias.name, 0, (), (alias.asname or alias.name.split(".")[0],))
                            for alias in node.names)
