@@ -212,7 +212,8 @@ class ProjectIndex:
         while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
             dropped, size = self._trees.popitem(last=False)[1]
             self._tree_source -= size
-            _scanned.pop(id(dropped), None)  # it holds the tree too
+            _imports_of.pop(id(dropped), None)  # they hold the tree too
+            _named_calls.pop(id(dropped), None)
         return tree
 
     @contextlib.contextmanager
@@ -256,7 +257,12 @@ class ProjectIndex:
         tree = self.syntax_tree(path)
         if tree is None:
             return []
-        return list(scanned(tree)[0])  # read once per tree: asked once per class a file may build
+        known = _imports_of.get(id(tree))
+        if known is None or known[0] is not tree:  # read once per tree: asked once per class a file may build
+            if len(_imports_of) > 4096:
+                _imports_of.clear()
+            known = _imports_of[id(tree)] = (tree, read_imports(tree))  # kept with its tree: the id is not reused
+        return list(known[1])
 
     def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
@@ -651,42 +657,48 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
     return sites
 
 
-# id(tree) -> (tree, its import statements, its named calls): kept with the tree, so that its id is not reused
-_scanned: dict[int, tuple[ast.Module, list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]] = {}
+_imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
+_named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
 # Fields that hold no statement or expression (`ctx`, operators): not walked.
 _SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+# The fields of a statement (an except clause, a match case) that hold statements: imports are only there.
+_STATEMENT_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_statement_fields: dict[type, tuple[str, ...]] = {}
 _node_fields: dict[type, tuple[str, ...]] = {}
 
 
-def scanned(tree: ast.Module) -> tuple[list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]:
-    """`read_imports` and `named_calls` of a tree, found in one walk, once per tree (asked once per class built)."""
-    known = _scanned.get(id(tree))
-    if known is None or known[0] is not tree:
-        if len(_scanned) > 4096:
-            _scanned.clear()
-        known = _scanned[id(tree)] = (tree, *scan(tree))
-    return known[1], known[2]
+def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
+    """(func, line, top-level scope, whether that scope is a class) of every call `f(...)` or `m.f(...)` of a
+    module, in `ast.walk` order per top-level statement: found once per tree, asked once per class built."""
+    known = _named_calls.get(id(tree))
+    if known is not None and known[0] is tree:
+        return known[1]
+    found = []
+    for statement, calls in zip(tree.body, calls_by_statement(tree)):
+        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        in_class = isinstance(statement, ast.ClassDef)
+        found.extend((func, line, scope, in_class) for func, line in calls)
+    if len(_named_calls) > 4096:
+        _named_calls.clear()
+    _named_calls[id(tree)] = (tree, found)  # the tree is kept with its calls, so its id is not reused
+    return found
 
 
-def scan(tree: ast.Module) -> tuple[list[ImportStatement], list[tuple[ast.expr, int, str, bool]]]:
-    """One breadth-first walk of the tree, `ast.walk`'s order without its generators: the import statements in
-    that order, and the named calls of each top-level statement in `ast.walk(statement)`'s order (a subtree's
-    nodes come in the same order in the walk of the whole tree)."""
+def calls_by_statement(tree: ast.Module) -> list[list[tuple[ast.expr, int]]]:
+    """(func, line) of the named calls of each top-level statement, in `ast.walk(statement)`'s order: one
+    breadth-first walk of the whole tree without ast.walk's generators (a subtree's nodes come in the same order
+    in the walk of the whole tree)."""
     statements = tree.body
-    calls_of_statement: list[list] = [[] for _ in statements]
-    imports: list[ast.stmt] = []
+    found: list[list] = [[] for _ in statements]
     pending, owners = list(statements), list(range(len(statements)))
-    node_type, call, name, attribute, imported = ast.AST, ast.Call, ast.Name, ast.Attribute, (ast.Import, ast.ImportFrom)
+    node_type, call, named = ast.AST, ast.Call, (ast.Name, ast.Attribute)
     at = 0
     while at < len(pending):
         node, owner = pending[at], owners[at]
         at += 1
         kind = type(node)
-        if kind is call:
-            if isinstance(node.func, (name, attribute)):
-                calls_of_statement[owner].append((node.func, node.lineno))
-        elif kind in imported:
-            imports.append(node)
+        if kind is call and isinstance(node.func, named):
+            found[owner].append((node.func, node.lineno))
         fields = _node_fields.get(kind)
         if fields is None:
             fields = _node_fields[kind] = tuple(field for field in kind._fields if field not in _SKIPPED_FIELDS)
@@ -700,18 +712,7 @@ def scan(tree: ast.Module) -> tuple[list[ImportStatement], list[tuple[ast.expr, 
                     if isinstance(item, node_type):
                         pending.append(item)
                         owners.append(owner)
-    calls = []
-    for statement, found in zip(statements, calls_of_statement):
-        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
-        in_class = isinstance(statement, ast.ClassDef)
-        calls.extend((func, line, scope, in_class) for func, line in found)
-    return import_statements(imports), calls
-
-
-def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
-    """(func, line, top-level scope, whether that scope is a class) of every call `f(...)` or `m.f(...)` of a
-    module, in `ast.walk` order per top-level statement: found once per tree, asked once per class built."""
-    return scanned(tree)[1]
+    return found
 
 
 def references_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
@@ -824,8 +825,24 @@ def parse_quietly(source: bytes, path: Path) -> ast.Module | None:
 
 
 def read_imports(tree: ast.Module) -> list[ImportStatement]:
-    """Every import statement of the tree, in `ast.walk` order."""
-    return scanned(tree)[0]
+    """Every import statement of the tree, in `ast.walk` order: a breadth-first walk of the statements alone (an
+    import is a statement, and only statements hold statements; the path to it and its depth are the same)."""
+    found, pending, at, imported = [], [tree], 0, (ast.Import, ast.ImportFrom)
+    while at < len(pending):
+        node = pending[at]
+        at += 1
+        if isinstance(node, imported):
+            found.append(node)
+            continue
+        kind = type(node)
+        fields = _statement_fields.get(kind)
+        if fields is None:
+            fields = _statement_fields[kind] = tuple(field for field in kind._fields if field in _STATEMENT_FIELDS)
+        for field in fields:  # in the node's own order of fields (a `try`'s handlers before its `else`)
+            value = getattr(node, field, None)
+            if type(value) is list:
+                pending.extend(value)
+    return import_statements(found)
 
 
 def import_statements(nodes: list[ast.stmt]) -> list[ImportStatement]:
