@@ -221,3 +221,25 @@ def test_the_training_readers_child_nodes_are_ast_iter_child_nodes(path: Path) -
         return
     for node in ast.walk(tree):
         assert child_nodes(node) == list(ast.iter_child_nodes(node))
+
+
+def test_a_source_is_freed_as_soon_as_it_is_dropped() -> None:
+    """The fix checks run with the collector paused: a Source in a reference cycle would keep its module (the
+    largest thing a file's check holds) alive until the next collection: peak RSS over the goal."""
+    import gc
+    import weakref
+
+    path = REPO_ROOT / "fixtures" / "fixes" / "RL101" / "before.py"
+    finding = next(finding for finding in analyze_file(str(path), path.read_bytes(), Settings(static=True)).findings
+                   if finding.code == "RL101")
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        source = Source(path.read_text(encoding="utf-8"))
+        assert fixer("RL101").fix(source, finding) is not None and source.parents.get(source.module.body[-1]) is not None
+        freed = weakref.ref(source)
+        del source
+        assert freed() is None
+    finally:
+        if enabled:
+            gc.enable()

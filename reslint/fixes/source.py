@@ -27,15 +27,20 @@ class Source:
         self.text = text
         self.module = module if module is not None else cst.parse_module(text)  # `module`: text's, parsed already
         self._of_kind: dict[type, list[cst.CSTNode]] = {}
+        self._statements: Statements | None | bool = False  # False: not made yet
+        self.statement_parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}  # see ScopedParents
 
     @cached_property
     def positions(self) -> CodeRanges:
         return CodeRanges(self.module)  # PositionProvider's places from one codegen pass, without its visit
 
-    @cached_property
+    @property
     def statements(self) -> Statements | None:
         """The module's places statement by statement; None: only the whole module's (see Statements)."""
-        return Statements.of(self)
+        if self._statements is False:
+            self._statements = Statements.of(self)
+        statements = self._statements
+        return statements if statements is not None and not statements.unplaceable else None
 
     @cached_property
     def whole_parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
@@ -43,9 +48,9 @@ class Source:
 
         return parents(self.module)
 
-    @cached_property
+    @property
     def parents(self) -> ScopedParents:
-        return ScopedParents(self)
+        return ScopedParents(self)  # made per question, holding the Source: no cycle for the collector to find
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
         placed = self._placed(node)
@@ -209,7 +214,10 @@ class Statements:
     CodeRanges counts it, is not the text)."""
 
     def __init__(self, source: Source, starts: list[tuple[int, int, cst.CSTNode]]):
-        self._source = source
+        import weakref
+
+        self._source = weakref.ref(source)  # no cycle: a Source with its module is freed as soon as it is dropped
+        self.unplaceable = False
         self._starts = starts  # (first line, line of the statement's own start, statement), in order
         self._first_lines = [first for first, _, _ in starts]
         self._anchor = {id(statement): line for _, line, statement in starts}
@@ -264,7 +272,7 @@ class Statements:
     def placed(self, node: cst.CSTNode) -> Placed | None:
         """The places of the top-level statement holding `node`; None: not known statement by statement."""
         placed = self.placed_already(node)
-        if placed is not None or node is self._source.module:
+        if placed is not None or node is self._source().module:
             return placed
         statement = self._statement_of(node)
         return self._place(statement) if statement is not None else None
@@ -279,10 +287,11 @@ class Statements:
             body = getattr(getattr(statement, "body", None), "body", ())
             if isinstance(body, (tuple, list)) and any(child is node for child in body):
                 return statement
-        parents = self._source.whole_parents
+        source = self._source()
+        parents = source.whole_parents
         while node in parents:
             parent = parents[node]
-            if parent is self._source.module:
+            if parent is source.module:
                 return node if id(node) in self._anchor else None
             node = parent
         return None
@@ -291,20 +300,21 @@ class Statements:
         placed = self._placed.get(id(statement))
         if placed is not None or id(statement) not in self._anchor:
             return placed
-        state = _RangeState(self._source.module)
+        source = self._source()
+        state = _RangeState(source.module)
         statement._codegen(state)
         code = "".join(state.tokens)
         line = self._anchor[id(statement)]
         if line > len(self._line_offsets):
             return self._unplaceable()
         base = self._line_offsets[line - 1] - state.start_of(statement)  # top level: column 0
-        if base < 0 or self._source.text[base:base + len(code)] != code:
+        if base < 0 or source.text[base:base + len(code)] != code:
             return self._unplaceable()
         placed = self._placed[id(statement)] = Placed(statement, state, base, self._line_offsets)
         return placed
 
     def _unplaceable(self) -> None:
-        self._source.statements = None  # the whole module's places from now on (cached_property's slot)
+        self.unplaceable = True  # the whole module's places from now on
         return None
 
 
@@ -314,7 +324,6 @@ class ScopedParents:
 
     def __init__(self, source: Source):
         self._source = source
-        self._of_statement: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}
 
     def get(self, node: cst.CSTNode, default=None):
         statements = self._source.statements
@@ -326,11 +335,11 @@ class ScopedParents:
         statement = placed.statement
         if node is statement:
             return self._source.module
-        found = self._of_statement.get(id(statement))
+        found = self._source.statement_parents.get(id(statement))
         if found is None:
             from reslint.static.walk import parents
 
-            found = self._of_statement[id(statement)] = parents(statement)
+            found = self._source.statement_parents[id(statement)] = parents(statement)
         return found.get(node, default)
 
     def __getitem__(self, node: cst.CSTNode):
