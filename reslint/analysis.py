@@ -75,9 +75,10 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
     except (UnicodeDecodeError, SyntaxError, LookupError) as error:
         result.findings.append(Finding("RL901", f"cannot decode file: {error}", path, 1, 1))
         return result
-    if skippable(path, text, settings, source_path):
+    skipped = skippable(path, text, settings, source_path)
+    if skipped is not None:
         result.skipped = True
-        result.links = FileLinks(imports=class_reexports(text))
+        result.links = FileLinks(imports=class_reexports(text, skipped))
         return result
     with collector_paused():
         parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path, links)
@@ -126,17 +127,21 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
         result.findings.append(module)
         return False, False
 
+    from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
 
-    facts = extract_facts(path, module, source_path, text=text, tree=tree)
-    result.reads = list(facts.reads)
-    result.findings.extend(run_rules(facts, settings))
-    if settings.static and fixable(result.findings):
-        result.module = module
-    result.models.extend(facts.model_summaries())
-    if links:
-        result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
+    # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
+    with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
+                                                              tree) if tree is not None else contextlib.nullcontext():
+        facts = extract_facts(path, module, source_path, text=text, tree=tree)
+        result.reads = list(facts.reads)
+        result.findings.extend(run_rules(facts, settings))
+        if settings.static and fixable(result.findings):
+            result.module = module
+        result.models.extend(facts.model_summaries())
+        if links:
+            result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
     return True, bool(facts.models)
 
 
@@ -295,18 +300,20 @@ def on_deep_stack(function, *args):
     return outcome["value"]
 
 
-def class_reexports(text: str) -> dict[str, str]:
+def class_reexports(text: str, tree=None) -> dict[str, str]:
     """`from .model import GPT` in a file with nothing else to check (a package's __init__.py): the
-    link that lets a training script's `from mypkg import GPT` reach the model."""
+    link that lets a training script's `from mypkg import GPT` reach the model. (`tree`: CPython's AST of
+    the text, when the pre-filter parsed it.)"""
     import ast
     import re
 
     if not re.search(r"^\s*from\s+\S+\s+import\b", text, re.M):
         return {}
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return {}
     exports = {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
@@ -327,22 +334,22 @@ def names_file(settings: Settings, path: str) -> bool:
     return bool(factories_for(os.path.abspath(path), settings))
 
 
-def skippable(path: str, text: str, settings: Settings, source_path: str | None) -> bool:
-    """Whether the pre-filter lets this file go unanalysed (see reslint.prefilter)."""
-    from reslint.prefilter import may_hold_model_or_training_code, parses
+def skippable(path: str, text: str, settings: Settings, source_path: str | None):
+    """CPython's AST of a file the pre-filter lets go unanalysed (see reslint.prefilter); None: analyse it."""
+    from reslint.prefilter import may_hold_model_or_training_code, parsed
 
     if may_hold_model_or_training_code(text):
-        return False
+        return None
     real = os.path.abspath(source_path or path)
     if settings.train:
         from reslint.discovery import matches_glob, root_relative
 
         relative = root_relative(real, settings.root)
         if any(matches_glob(relative, glob) for glob in settings.train):
-            return False
+            return None
     if not settings.static and names_file(settings, real):
-        return False
-    return parses(text, path)
+        return None
+    return parsed(text, path)
 
 
 def file_links(facts, text: str, path: str | None = None, root: str | None = None,

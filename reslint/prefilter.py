@@ -42,13 +42,17 @@ def may_hold_model_or_training_code(text: str) -> bool:
 
 def parses(text: str, path: str) -> bool:
     """Whether CPython's parser accepts the text (nothing is run)."""
+    return parsed(text, path) is not None
+
+
+def parsed(text: str, path: str):
+    """CPython's AST of the text, or None when its parser rejects it (nothing is run)."""
     import ast
     import warnings
 
     try:
         with warnings.catch_warnings():  # invalid escape sequences and the like: not ours to report
             warnings.simplefilter("ignore")
-            ast.parse(text, filename=path)
+            return ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: null bytes
-        return False
-    return True
+        return None

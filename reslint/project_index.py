@@ -29,11 +29,13 @@ project builds a class: for model discovery and for facts that need the classes 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
 import warnings
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -178,6 +180,7 @@ class ProjectIndex:
         self._files: list[Path] | None = None
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
+        self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -209,7 +212,8 @@ class ProjectIndex:
         if known is not None:
             self._trees.move_to_end(key)
             return known[0]
-        tree = parse_quietly(source, path)
+        lent = self._lent
+        tree = lent[1] if lent is not None and lent[0] == key else parse_quietly(source, path)
         self._trees[key] = (tree, len(source))
         self._tree_source += len(source)
         while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
@@ -218,6 +222,17 @@ class ProjectIndex:
             _imports_of.pop(id(dropped), None)  # they hold the tree too
             _named_calls.pop(id(dropped), None)
         return tree
+
+    @contextlib.contextmanager
+    def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module) -> Iterator[None]:
+        """While the analysis of a file runs: its CPython AST, parsed already, is `syntax_tree`'s for that file
+        while the file holds `source` (a construction-site search reads the checked file's own calls). Kept after
+        only if it was asked for, as a tree parsed here would be."""
+        self._lent = ((Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()), tree)
+        try:
+            yield
+        finally:
+            self._lent = None
 
     def imported_words(self, path: Path) -> frozenset[str]:
         """The words of the file's import statements, from its text (a superset of the names it imports;
@@ -651,6 +666,12 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
 
 _imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
 _named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
+# Fields that hold no statement or expression (`ctx`, operators): not walked.
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+# The fields of a statement (an except clause, a match case) that hold statements: imports are only there.
+_STATEMENT_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_statement_fields: dict[type, tuple[str, ...]] = {}
+_node_fields: dict[type, tuple[str, ...]] = {}
 
 
 def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
@@ -660,15 +681,44 @@ def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
     if known is not None and known[0] is tree:
         return known[1]
     found = []
-    for statement in tree.body:
+    for statement, calls in zip(tree.body, calls_by_statement(tree)):
         scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
         in_class = isinstance(statement, ast.ClassDef)
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-                found.append((node.func, node.lineno, scope, in_class))
+        found.extend((func, line, scope, in_class) for func, line in calls)
     if len(_named_calls) > 4096:
         _named_calls.clear()
     _named_calls[id(tree)] = (tree, found)  # the tree is kept with its calls, so its id is not reused
+    return found
+
+
+def calls_by_statement(tree: ast.Module) -> list[list[tuple[ast.expr, int]]]:
+    """(func, line) of the named calls of each top-level statement, in `ast.walk(statement)`'s order: one
+    breadth-first walk of the whole tree without ast.walk's generators (a subtree's nodes come in the same order
+    in the walk of the whole tree)."""
+    statements = tree.body
+    found: list[list] = [[] for _ in statements]
+    pending, owners = list(statements), list(range(len(statements)))
+    node_type, call, named = ast.AST, ast.Call, (ast.Name, ast.Attribute)
+    at = 0
+    while at < len(pending):
+        node, owner = pending[at], owners[at]
+        at += 1
+        kind = type(node)
+        if kind is call and isinstance(node.func, named):
+            found[owner].append((node.func, node.lineno))
+        fields = _node_fields.get(kind)
+        if fields is None:
+            fields = _node_fields[kind] = tuple(field for field in kind._fields if field not in _SKIPPED_FIELDS)
+        for field in fields:
+            value = getattr(node, field, None)
+            if isinstance(value, node_type):
+                pending.append(value)
+                owners.append(owner)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        pending.append(item)
+                        owners.append(owner)
     return found
 
 
@@ -782,8 +832,29 @@ def parse_quietly(source: bytes, path: Path) -> ast.Module | None:
 
 
 def read_imports(tree: ast.Module) -> list[ImportStatement]:
+    """Every import statement of the tree, in `ast.walk` order: a breadth-first walk of the statements alone (an
+    import is a statement, and only statements hold statements; the path to it and its depth are the same)."""
+    found, pending, at, imported = [], [tree], 0, (ast.Import, ast.ImportFrom)
+    while at < len(pending):
+        node = pending[at]
+        at += 1
+        if isinstance(node, imported):
+            found.append(node)
+            continue
+        kind = type(node)
+        fields = _statement_fields.get(kind)
+        if fields is None:
+            fields = _statement_fields[kind] = tuple(field for field in kind._fields if field in _STATEMENT_FIELDS)
+        for field in fields:  # in the node's own order of fields (a `try`'s handlers before its `else`)
+            value = getattr(node, field, None)
+            if type(value) is list:
+                pending.extend(value)
+    return import_statements(found)
+
+
+def import_statements(nodes: list[ast.stmt]) -> list[ImportStatement]:
     imports = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             imports.extend(ImportStatement(alias.name, 0, (), (alias.asname or alias.name.split(".")[0],))
                            for alias in node.names)

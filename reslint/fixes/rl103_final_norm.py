@@ -55,7 +55,7 @@ def with_final_norm(source: Source, cls: cst.ClassDef, attribute: str, loop: cst
 
 def innermost_loop(source: Source, finding: Finding) -> cst.For | None:
     """The `for` loop whose body holds the finding's place (`x = self.blocks[i](x)`)."""
-    loops = [loop for loop in source.nodes(cst.For) if finding.line in source.lines(loop)]
+    loops = [loop for loop in source.around(finding.line, cst.For) if finding.line in source.lines(loop)]
     return min(loops, key=lambda loop: len(source.lines(loop)), default=None)
 
 

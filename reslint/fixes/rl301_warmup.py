@@ -98,7 +98,7 @@ def scope(source: Source, finding: Finding) -> range:
 
 
 def scope_node(source: Source, finding: Finding) -> cst.CSTNode | None:
-    functions = [node for node in source.nodes(cst.FunctionDef) if finding.line in source.lines(node)]
+    functions = [node for node in source.around(finding.line, cst.FunctionDef) if finding.line in source.lines(node)]
     return min(functions, key=lambda node: len(source.lines(node)), default=source.module)
 
 

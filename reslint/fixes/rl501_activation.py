@@ -57,7 +57,7 @@ def in_sequential(source: Source, cls: cst.ClassDef, attribute: str, index: int,
 
 def activation_in_file(source: Source) -> str:
     """The activation the file uses first (F.relu, nn.SiLU(), torch.tanh, ...), else "gelu"."""
-    for node in sorted(source.nodes(cst.Call), key=source.start):
+    for node in source.in_order(cst.Call):
         name = dotted(node.func).rsplit(".", 1)[-1]
         if name in ACTIVATIONS and dotted(node.func) != name:
             return name

@@ -78,6 +78,18 @@ LIBRARY_ROOTS = frozenset({"torch", "transformers", "numpy", "np", "os", "sys", 
 FACTORY_RETURN = re.compile(r"\breturn\s+(?:[\w.]*\b[A-Z]\w*\(|\w*model\s*$)", re.MULTILINE)
 
 
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes(node) as a list, without its generator over ast.iter_fields' generator."""
+    found, node_type = [], ast.AST
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, node_type):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, node_type))
+    return found
+
+
 def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list[str]]:
     """Module-level functions that return a class they build (`def build_model(args): return Model(...)`,
     or `model = Model(...); return model`) -> the dotted names of those classes, imports resolved.
@@ -108,10 +120,11 @@ def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list
     for function in tree.body:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        assigned = {target.id: statement.value for statement in ast.walk(function)
+        nodes = list(ast.walk(function))  # walked once for the three looks below
+        assigned = {target.id: statement.value for statement in nodes
                     if isinstance(statement, ast.Assign) for target in statement.targets if isinstance(target, ast.Name)}
         built = []
-        for statement in ast.walk(function):
+        for statement in nodes:
             if not isinstance(statement, ast.Return) or statement.value is None:
                 continue
             value = statement.value
@@ -123,7 +136,7 @@ def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list
                     built.append(dotted)
         if built:
             # and the parts it builds the model from (`Model(encoder=Encoder(...), decoder=Decoder(...))`)
-            parts = [resolve(node.func) for node in ast.walk(function) if isinstance(node, ast.Call)
+            parts = [resolve(node.func) for node in nodes if isinstance(node, ast.Call)
                      and isinstance(node.func, (ast.Name, ast.Attribute))]
             factories[function.name] = built + [dotted for dotted in dict.fromkeys(parts)
                                                 if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built]
@@ -286,7 +299,7 @@ class TrainingReader:
             self.schedule_targets[(scope.name, self._target(call))] = schedule
 
     def _walk(self, node: ast.AST, scope: Scope, model_context: bool) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.ClassDef):
                 lightning = self._is_lightning(child)
                 class_scope = Scope(child, scope, f"{scope.name}.{child.name}".lstrip("."))

@@ -1,0 +1,245 @@
+"""The static check's work around the engine, made cheaper without changing what it reports (wave 8): the fixers'
+positions worked out for the top-level statements they ask about, the project files' imports and calls found without ast.walk's
+generators, the checked file's CPython AST lent to the construction-site search, a skipped file parsed once."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from reslint.analysis import analyze_file
+from reslint.findings import Finding
+from reslint.fixes import fixer
+from reslint.fixes.source import Source
+from reslint.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(importlib.util.find_spec("transformers").origin).parent / "models"
+KINDS = (cst.Call, cst.For, cst.Name, cst.FunctionDef, cst.BinaryOperation, cst.Assign, cst.If, cst.ClassDef)
+FIXTURE_FILES = sorted(path for folder in ("fixtures", "examples") for path in (REPO_ROOT / folder).rglob("*.py"))
+TRANSFORMERS_FILES = sorted(MODELS.rglob("modeling_*.py"))[::90]
+
+
+def readable(path: Path) -> tuple[str, cst.Module] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, cst.parse_module(text)
+    except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError):
+        return None
+
+
+def whole(text: str, module: cst.Module) -> Source:
+    """A Source answering from the whole module's places (what every Source did before)."""
+    source = Source(text, module)
+    source.positions, source.whole_parents  # noqa: B018 - computed: the whole module's answer from now on
+    return source
+
+
+def test_the_fixers_places_statement_by_statement_are_the_whole_modules() -> None:
+    """Every lookup a fixer makes, on every fixture and example and a transformers sample: start, end, the nodes
+    at a finding's place and around its line, the nodes within a class or method, parents, source order, the
+    text of a top-level statement."""
+    compared = files = 0
+    for path in FIXTURE_FILES[::2] + TRANSFORMERS_FILES:
+        parsed = readable(path)
+        if parsed is None:
+            continue
+        text, module = parsed
+        reference, scoped = whole(text, module), Source(text, module)
+        if scoped.statements is None:  # an empty file or one without a final newline: the whole module's places
+            assert not module.has_trailing_newline
+            continue
+        files += 1
+        for kind in KINDS:
+            nodes = list(reference.nodes(kind))
+            for node in nodes[::max(1, len(nodes) // 10)]:
+                line, column = reference.start(node)
+                place = Finding("RL101", "", str(path), line, column + 1)
+                assert (scoped.start(node), scoped.end(node)) == (reference.start(node), reference.end(node))
+                assert scoped.at(place, kind) == reference.at(place, kind)
+                if kind in (cst.For, cst.FunctionDef):  # what the fixers look for around a line
+                    assert [other for other in scoped.around(line, kind) if line in scoped.lines(other)] == \
+                        [other for other in reference.nodes(kind) if line in reference.lines(other)]
+                assert scoped.parents.get(node) is reference.parents.get(node)
+                compared += 1
+            assert list(Source(text, module).in_order(kind)) == sorted(nodes, key=reference.start)
+        for statement in [node for node in module.body if isinstance(node, (cst.ClassDef, cst.FunctionDef))][:12]:
+            fresh = Source(text, module)
+            method = next((node for node in statement.body.body if isinstance(node, cst.FunctionDef)), None)
+            for outer in (statement, method) if method is not None else (statement,):
+                for kind in KINDS:
+                    assert fresh.within(outer, kind) == reference.within(outer, kind)
+            assert fresh.replaced_statements({statement: statement}) == text
+            assert "positions" not in fresh.__dict__  # all of it from the statements asked about
+    assert files > 100 and compared > 3_000
+
+
+def test_a_fix_places_only_the_statements_it_reads(tmp_path) -> None:
+    """The RL101 and RL103 fixes of the fixes fixtures give the same text as with the whole module's places, from
+    the statements of the classes they rewrite: the whole module's places are never worked out."""
+    for code in ("RL101", "RL103", "RL501"):
+        path = REPO_ROOT / "fixtures" / "fixes" / code / "before.py"
+        text = path.read_text(encoding="utf-8")
+        module = cst.parse_module(text)
+        findings = [finding for finding in analyze_file(str(path), path.read_bytes(), Settings(static=True)).findings
+                    if finding.code == code]
+        assert findings
+        for finding in findings:
+            scoped = Source(text, module)
+            fixed = fixer(code).fix(scoped, finding)
+            assert fixed is not None and fixed == fixer(code).fix(whole(text, module), finding)
+            assert "positions" not in scoped.__dict__ and "whole_parents" not in scoped.__dict__
+            placed = scoped.statements._placed
+            assert 0 < len(placed) < len(module.body)
+
+
+def test_a_file_without_a_final_newline_is_placed_as_a_whole() -> None:
+    text = (REPO_ROOT / "fixtures" / "fixes" / "RL103" / "before.py").read_text(encoding="utf-8").rstrip("\n")
+    module = cst.parse_module(text)
+    scoped = Source(text, module)
+    assert scoped.statements is None
+    cls = next(node for node in module.body if isinstance(node, cst.ClassDef))
+    assert scoped.lines(cls) == whole(text, module).lines(cls)
+
+
+def test_a_statement_whose_code_is_not_where_the_ast_puts_it_falls_back_to_the_whole_module() -> None:
+    """A module that is not the text's (a statement moved): nothing is placed where its code is not."""
+    text = "import torch\n\n\nclass A:\n    x = 1\n"
+    other = cst.parse_module("import torch\nclass A:\n    x = 2\n")
+    scoped = Source(text, other)
+    cls = other.body[1]
+    assert scoped.statements.placed(cls) is None and scoped.statements is None  # from now on: the whole module's
+    assert scoped.start(cls) == (2, 0)  # the module's own code, as CodeRanges places it
+
+
+def reference_imports(tree: ast.Module) -> list[tuple]:
+    """project_index.read_imports as it was: ast.walk over the whole tree."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, 0, (), (alias.asname or alias.name.split(".")[0],)) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            aliases = [alias for alias in node.names if alias.name != "*"]
+            found.append((node.module or "", node.level or 0, tuple(alias.name for alias in aliases),
+                          tuple(alias.asname or alias.name for alias in aliases)))
+    return found
+
+
+def reference_calls(tree: ast.Module) -> list[tuple]:
+    """project_index.named_calls as it was: ast.walk per top-level statement."""
+    found = []
+    for statement in tree.body:
+        scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                found.append((id(node.func), node.lineno, scope, isinstance(statement, ast.ClassDef)))
+    return found
+
+
+def test_a_project_files_imports_and_calls_without_ast_walk_are_ast_walks() -> None:
+    """In ast.walk's order: the first import binding a name is the one a re-export is followed through, and the
+    construction sites of a class come in the order of its calls."""
+    from reslint.project_index import named_calls, read_imports
+
+    checked = 0
+    for path in FIXTURE_FILES + sorted(MODELS.rglob("*.py"))[::40]:
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):
+            continue
+        imports, calls = read_imports(tree), named_calls(tree)
+        assert [(s.module, s.level, s.names, s.local_names) for s in imports] == reference_imports(tree)
+        assert [(id(func), *rest) for func, *rest in calls] == reference_calls(tree)
+        checked += bool(imports) and bool(calls)
+    assert checked > 100
+
+
+def test_the_checked_files_own_tree_is_lent_to_the_construction_site_search(monkeypatch) -> None:
+    """forecaster.py's RL103 asks where the file builds its own stack: read from the tree the analysis parsed."""
+    import reslint.project_index as project_index
+
+    parsed = []
+    parse_quietly = project_index.parse_quietly
+    monkeypatch.setattr(project_index, "parse_quietly", lambda source, path: parsed.append(Path(path)) or
+                        parse_quietly(source, path))
+    asked = []
+    syntax_tree = project_index.ProjectIndex.syntax_tree
+    monkeypatch.setattr(project_index.ProjectIndex, "syntax_tree", lambda self, path: asked.append(Path(path)) or
+                        syntax_tree(self, path))
+    path = REPO_ROOT / "fixtures" / "final_norm" / "forecaster.py"
+    project_index.ProjectIndex.new_run()
+    for index in project_index.ProjectIndex._shared.values():  # trees an earlier test left
+        index._trees.clear()
+    result = analyze_file(str(path), path.read_bytes(), Settings(static=True))
+    assert [(finding.code, finding.line, finding.symbol) for finding in result.findings] == \
+        [("RL103", 32, "PatchDecoder.layers")]
+    assert path in asked and path not in parsed
+    tree = project_index.ProjectIndex.for_file(path).syntax_tree(path)  # kept, as a tree parsed there would be
+    assert isinstance(tree, ast.Module) and path not in parsed
+
+
+def test_a_lent_tree_answers_only_for_the_content_it_was_parsed_from(tmp_path) -> None:
+    from reslint.project_index import ProjectIndex
+
+    path = tmp_path / "model.py"
+    path.write_text("x = 1\n")
+    lent = ast.parse("x = 1\n")
+    index = ProjectIndex(tmp_path)
+    with index.lent_tree(path, b"x = 2\n", lent):  # another text than the file's: not its tree
+        assert index.syntax_tree(path) is not lent
+    index = ProjectIndex(tmp_path)
+    with index.lent_tree(path, b"x = 1\n", lent):
+        assert index.syntax_tree(path) is lent
+    index = ProjectIndex(tmp_path)
+    with index.lent_tree(path, b"x = 1\n", lent):
+        pass
+    assert index.syntax_tree(path) is not lent  # lent only while the analysis runs
+
+
+def test_a_skipped_file_is_parsed_once_for_its_reexports(monkeypatch) -> None:
+    parses = []
+    parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *args, **kwargs: parses.append(1) or parse(*args, **kwargs))
+    text = b'"""A package."""\nfrom .model import GPT, helper\nfrom .configuration import GPTConfig as Config\n'
+    result = analyze_file("pkg/__init__.py", text, Settings(static=True))
+    assert result.skipped and result.findings == []
+    assert result.links.imports == {"GPT": ".model.GPT", "Config": ".configuration.GPTConfig"}
+    assert len(parses) == 1
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES[::7], ids=lambda path: path.name)
+def test_the_training_readers_child_nodes_are_ast_iter_child_nodes(path: Path) -> None:
+    from reslint.static.training import child_nodes
+
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError):
+        return
+    for node in ast.walk(tree):
+        assert child_nodes(node) == list(ast.iter_child_nodes(node))
+
+
+def test_a_source_is_freed_as_soon_as_it_is_dropped() -> None:
+    """The fix checks run with the collector paused: a Source in a reference cycle would keep its module (the
+    largest thing a file's check holds) alive until the next collection: peak RSS over the goal."""
+    import gc
+    import weakref
+
+    path = REPO_ROOT / "fixtures" / "fixes" / "RL101" / "before.py"
+    finding = next(finding for finding in analyze_file(str(path), path.read_bytes(), Settings(static=True)).findings
+                   if finding.code == "RL101")
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        source = Source(path.read_text(encoding="utf-8"))
+        assert fixer("RL101").fix(source, finding) is not None and source.parents.get(source.module.body[-1]) is not None
+        freed = weakref.ref(source)
+        del source
+        assert freed() is None
+    finally:
+        if enabled:
+            gc.enable()
