@@ -194,7 +194,7 @@ class Placed:
         return self._base + self._state.end_of(node)
 
     def code_span(self, node: cst.CSTNode) -> tuple[int, int]:
-        start, end = self._state.ranges[node]
+        start, end = self._state.ranges[id(node)]
         return self._base + start, self._base + end
 
     def line_column(self, offset: int) -> tuple[int, int]:
