@@ -13,7 +13,6 @@ from __future__ import annotations
 from reslint.placement import placement_family, residual_placement
 from reslint.static.as_built import imported_block
 from reslint.static.index import ClassInfo, FileIndex, ModuleSpec
-from reslint.static.positions import SourceMap
 
 
 def imported_block_placement(index: FileIndex, source_path: str, spec: ModuleSpec) -> tuple[str, str] | None:
@@ -28,16 +27,13 @@ def imported_block_placement(index: FileIndex, source_path: str, spec: ModuleSpe
 
 
 def evaluate(index: FileIndex, path: str, info: ClassInfo) -> str | None:
-    from reslint.static.dataflow import BudgetExceeded, Evaluator
+    from reslint.static.dataflow import evaluate_returns
     from reslint.static.residuals import find_residuals
 
-    evaluator = Evaluator(index, SourceMap(index.module), path)
-    try:
-        graph = evaluator.evaluate_class(info)
-    except (BudgetExceeded, RecursionError):
-        return None
-    if evaluator.undecided:
-        return None  # the forward branches on a value this construction does not fix
+    evaluated = evaluate_returns(index, path, info)
+    if evaluated is None:
+        return None  # the evaluation gave up, or the forward branches on a value this construction does not fix
+    graph, _ = evaluated
     placements = {residual_placement(residual) for residual in find_residuals(graph, index)
                   if residual.placement != "none"}
     families = {placement_family(placement) for placement in placements}
