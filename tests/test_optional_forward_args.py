@@ -21,6 +21,8 @@ DEFAULT_CALL = [
     ("RL101", 49, 26, "`AddNorm` uses Post-LN: the norm follows `skip + x`" + TAIL),
     ("RL101", 111, 29, "`CrossAttentionWhenGiven` uses Post-LN: the norm follows `residual + self.ff(x)`" + TAIL),
 ]
+# `residual = x if residual is None else residual`: after the call-only finding in line order.
+EXPRESSION = ("RL101", 127, 26, "`ConditionalExpressionSkip` uses Post-LN: the norm follows `residual + self.fc(x)`" + TAIL)
 # Only when `memory` is passed: the first look's finding, which the default call must not drop.
 GIVEN_CALL = ("RL101", 113, 33, "`CrossAttentionWhenGiven` uses Post-LN: the norm follows "
               "`hidden + self.cross(hidden, memory, memory)[0]`" + TAIL)
@@ -36,10 +38,10 @@ def _check(*flags):
 def test_static_judges_the_call_without_optional_arguments_and_keeps_the_call_with_them():
     document = _check("--static")
     found = [(f["code"], f["line"], f["column"], f["message"]) for f in document["findings"]]
-    assert found == DEFAULT_CALL + [GIVEN_CALL]
+    assert found == DEFAULT_CALL + [GIVEN_CALL, EXPRESSION]
     placements = {model["name"]: model["placement"] for model in document["models"]}
-    assert placements == {"TemporalEncoder": "post", "GatedResidualNetwork": "post",
-                          "PreNormWithOptionalSkip": "pre", "CrossAttentionWhenGiven": "post"}
+    assert placements == {"TemporalEncoder": "post", "GatedResidualNetwork": "post", "PreNormWithOptionalSkip": "pre",
+                          "CrossAttentionWhenGiven": "post", "ConditionalExpressionSkip": "post"}
 
 
 def test_full_check_traces_the_default_call_and_agrees():
@@ -48,5 +50,6 @@ def test_full_check_traces_the_default_call_and_agrees():
     found = [(f["code"], f["line"], f["column"], f["message"], f["engine"]) for f in document["findings"]]
     # The trace runs the models as discovery calls them, without the optional arguments: the same three adds;
     # the cross-attention add it never runs stays the static engine's.
-    assert found == [finding + ("trace",) for finding in DEFAULT_CALL] + [GIVEN_CALL + ("static",)]
-    assert document["summary"]["models_traced"] == document["summary"]["models_total"] == 5
+    assert found == [finding + ("trace",) for finding in DEFAULT_CALL] + [GIVEN_CALL + ("static",),
+                                                                          EXPRESSION + ("trace",)]
+    assert document["summary"]["models_traced"] == document["summary"]["models_total"] == 6
