@@ -275,6 +275,13 @@ def capture_model(
         where = locate(failures[0].error, path)
         guard = f"{os.path.basename(path)}:{where.line}" if where else ""
         result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
+    elif result is None and cpu_variant is None and on_meta(model, inputs) and inputs.on("cpu") is not None \
+            and (locate(failures[-1].error, path) is not None or fx_refused(failures[-1].error)):
+        # too large to rebuild on CPU: traced on meta, the values computed from the inputs alone concrete
+        where = locate(failures[0].error, path)
+        guard = f"{os.path.basename(path)}:{where.line}" if where else ""
+        result = attempt("concrete_fx", lambda: concrete_capture(lambda: (model, inputs.on("cpu")), name, line, guard,
+                                                                 on_meta=True))
     if result is not None:
         first = failures[0]
         result.notes.insert(0, f"export failed: {first.reason}")
@@ -307,8 +314,10 @@ def within_share(run: Callable[[], Capture]) -> Capture:
         return run()
 
 
-def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str) -> Capture:
-    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input."""
+def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str,
+                     on_meta: bool = False) -> Capture:
+    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input. `on_meta`:
+    the model stays on meta, only what the inputs alone compute is concrete (concrete_fx)."""
     from reslint.trace.concrete_fx import concrete_trace
 
     target, example = cpu_variant()
@@ -319,7 +328,8 @@ def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, l
                  if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
     module = concrete_trace(target, arguments)
     notes = ["concrete_fx: torch.nn layers are leaves, and the graph follows the branch the example input took "
-             "at data-dependent control flow" + (f" ({guard})" if guard else "")]
+             "at data-dependent control flow" + (f" ({guard})" if guard else "")
+             + ("; the weights stayed on meta, the values computed from the inputs alone were concrete" if on_meta else "")]
     return Capture(module, "concrete_fx", target, name, line, notes, None, example.description)
 
 

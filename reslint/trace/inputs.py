@@ -38,6 +38,15 @@ class Inputs:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     description: str = ""  # e.g. "long[2,16]<100 (inferred from nn.Embedding)"
+    specs: list = field(default_factory=list)  # the specs they were made from, so they can be made again elsewhere
+    extra: dict = field(default_factory=dict)
+
+    def on(self, device: str) -> Inputs | None:
+        """The same inputs made on `device` (real values on CPU), or None when they were not made from specs."""
+        if not self.specs:
+            return None
+        made = from_specs(self.specs, device, self.extra)
+        return Inputs(made.args, made.kwargs, self.description, self.specs, self.extra)
 
 
 def parse_shape_spec(text: str) -> list[TensorSpec] | None:
@@ -69,7 +78,7 @@ def from_specs(specs: list[TensorSpec], device: str, extra_kwargs: dict | None =
     args = tuple(make_tensor(spec, device) for spec in specs if not spec.name)
     kwargs = {spec.name: make_tensor(spec, device) for spec in specs if spec.name}
     kwargs.update(extra_kwargs or {})
-    return Inputs(args, kwargs, describe(specs))
+    return Inputs(args, kwargs, describe(specs), list(specs), dict(extra_kwargs or {}))
 
 
 def to_device(value: Any, device: str) -> Any:
