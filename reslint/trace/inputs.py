@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reslint.trace.documented_inputs import StructSpec, documented_specs, make_value
+from reslint.trace.documented_plain import documented_candidate
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters
 from reslint.trace.plain_inputs import plain_candidates
 
@@ -449,7 +450,15 @@ def infer_candidates(model: Any) -> list[Candidate]:
         candidates = hf_candidates(model, config)
         if candidates:
             return candidates
-    return plain_candidates(model)
+    # what the forward's docstring gives shapes for comes last: a model the layers' guesses run is traced as before
+    documented = documented_candidate(model)
+    try:
+        candidates = plain_candidates(model)
+    except InputError:
+        if documented is None:
+            raise
+        return [documented]
+    return candidates + [documented] if documented is not None and documented not in candidates else candidates
 
 
 def infer_inputs(model: Any, device: str) -> Inputs:
