@@ -156,7 +156,7 @@ def test_rl903_only_when_every_tracer_fails(tmp_path, monkeypatch):
     assert result.captures == []
     [finding] = result.findings
     assert (finding.code, finding.line, finding.engine) == ("RL903", 5, "trace")  # the model class
-    assert finding.message.startswith("tracing Branchy failed (export, draft_export, fx) at failing.py:13: ")
+    assert finding.message.startswith("tracing Branchy failed (export, draft_export, fx, concrete_fx) at failing.py:13: ")
     assert "data-dependent" in finding.message and "\n" not in finding.message
 
 

@@ -15,6 +15,8 @@ Order (measured on torch 2.13 / transformers 5.24):
 4. When fx cannot take the forward either (a branch on a traced value) and the model is small
    enough to rebuild on CPU: fx with concrete values (`concrete_fx`), which runs the model while
    it records, so every branch follows the example input. torch.nn layers stay leaves there too.
+   A model too large for that runs as built, on meta, with its inputs on CPU: a branch on what the
+   inputs alone compute (`padding_mask.any()`) follows the example input.
 """
 
 from __future__ import annotations
@@ -269,12 +271,15 @@ def capture_model(
 
     result = attempt("fx", via_fx)
     # fx that stopped inside the forward (a branch on a traced value), not on inputs that do not bind; fx
-    # refusing the forward itself too (see fx_refused)
-    if result is None and cpu_variant is not None and (locate(failures[-1].error, path) is not None
-                                                       or fx_refused(failures[-1].error)):
+    # refusing the forward itself too (see fx_refused). A model too large to rebuild on CPU is traced as built,
+    # on meta, with the inputs on CPU: what the inputs alone compute is concrete (concrete_fx).
+    stopped = result is None and (locate(failures[-1].error, path) is not None or fx_refused(failures[-1].error))
+    if stopped and (cpu_variant is not None or (on_meta(model, inputs) and inputs.on("cpu") is not None)):
         where = locate(failures[0].error, path)
         guard = f"{os.path.basename(path)}:{where.line}" if where else ""
-        result = attempt("concrete_fx", lambda: concrete_capture(cpu_variant, name, line, guard))
+        build = cpu_variant or (lambda: (model, inputs.on("cpu")))
+        result = attempt("concrete_fx", lambda: concrete_capture(build, name, line, guard,
+                                                                 weights_on_meta=cpu_variant is None))
     if result is not None:
         first = failures[0]
         result.notes.insert(0, f"export failed: {first.reason}")
@@ -307,8 +312,10 @@ def within_share(run: Callable[[], Capture]) -> Capture:
         return run()
 
 
-def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str) -> Capture:
-    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input."""
+def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, line: int, guard: str,
+                     weights_on_meta: bool = False) -> Capture:
+    """fx with concrete values on the model rebuilt on CPU: the branches follow the example input. `weights_on_meta`:
+    the model stays on meta, only what the inputs alone compute is concrete (concrete_fx)."""
     from reslint.trace.concrete_fx import concrete_trace
 
     target, example = cpu_variant()
@@ -319,7 +326,9 @@ def concrete_capture(cpu_variant: Callable[[], tuple[Any, Inputs]], name: str, l
                  if signature.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
     module = concrete_trace(target, arguments)
     notes = ["concrete_fx: torch.nn layers are leaves, and the graph follows the branch the example input took "
-             "at data-dependent control flow" + (f" ({guard})" if guard else "")]
+             "at data-dependent control flow" + (f" ({guard})" if guard else "")
+             + ("; the weights stayed on meta, the values computed from the inputs alone were concrete"
+                if weights_on_meta else "")]
     return Capture(module, "concrete_fx", target, name, line, notes, None, example.description)
 
 

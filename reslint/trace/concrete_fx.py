@@ -9,6 +9,11 @@ over a traced value follows the example input, as draft_export's graph does. Inp
 floating-point tensors (lengths, masks, further ids, flags) are fed as constants, except the first input
 (token ids): what the model computes from them (a padding mask) enters the graph as a constant. torch.nn
 layers stay leaves, as in fx.
+
+A model too large to rebuild on CPU is traced as built, on meta, with the inputs on CPU: what is computed
+from the inputs alone (`padding_mask = tokens.eq(pad)`) keeps its real value, so a guard on its truth
+(`if not padding_mask.any()`, `.all()`, `bool(t)`) follows the example input; an op that meets a weight,
+or a value computed from one, runs on meta, and a guard on such a value still fails.
 """
 
 from __future__ import annotations
@@ -145,7 +150,10 @@ def by_keyword(model: Any, names: list[str], constants: dict) -> Iterator[bool]:
     fx's inputs by position, and the tensor itself as `*args`: for the trace the model's class has a forward
     with one parameter per traced input, which calls the decorated one by keyword. True when swapped."""
     forward = type(model).forward
-    if inspect.unwrap(forward) is forward or not all(name.isidentifier() for name in names):
+    # a container among the constants (ESM-2's `repr_layers=[]`) too: fx flattens such concrete_args with a
+    # pytree spec and generates code that does not compile
+    containers = any(isinstance(value, (list, tuple, dict)) for value in constants.values())
+    if (inspect.unwrap(forward) is forward and not containers) or not all(name.isidentifier() for name in names):
         yield False
         return
     namespace = {"decorated": forward, "constants": constants}
@@ -162,8 +170,28 @@ def by_keyword(model: Any, names: list[str], constants: dict) -> Iterator[bool]:
 
 
 def evaluate(root: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    module = root.get_submodule(target) if kind == "call_module" else None
+    if on_meta(args, kwargs, module):  # a model kept on meta: what its weights touch runs on meta too
+        args, kwargs = to_meta(args), to_meta(kwargs)
     if kind == "call_function":
         return target(*args, **kwargs)
     if kind == "call_method":
         return getattr(args[0], target)(*args[1:], **kwargs)
-    return root.get_submodule(target)(*args, **kwargs)  # call_module
+    return module(*args, **kwargs)  # call_module
+
+
+def on_meta(args: tuple, kwargs: dict, module: Any) -> bool:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    if module is not None and any(tensor.is_meta for tensor in (*module.parameters(), *module.buffers())):
+        return True
+    return any(isinstance(leaf, torch.Tensor) and leaf.is_meta for leaf in tree_leaves((args, kwargs)))
+
+
+def to_meta(value: Any) -> Any:
+    """CPU tensors moved to meta: values computed from the inputs alone meet the weights' there."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda leaf: leaf.to("meta") if isinstance(leaf, torch.Tensor) and not leaf.is_meta else leaf, value)

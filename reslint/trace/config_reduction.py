@@ -23,6 +23,10 @@ LAYER_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encod
 # traced anew): a few steps show the same cell.
 STEP_FIELDS = ("max_text_length",)
 KEEP_STEPS = 4
+# A recurrent trunk re-run over the same layers (EsmFold2: 10 refinement loops of a 24-layer pair stack, each
+# traced anew, 277 s to export): one loop shows the same layers.
+LOOP_FIELDS = ("num_loops", "num_recycles")
+KEEP_LOOPS = 1
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k")
 EXPERT_GROUP_FIELDS = ("n_group", "topk_group")
@@ -224,6 +228,11 @@ def reduce_config(config: Any, repeats: int = 1) -> list[tuple[str, int, int]]:
             if isinstance(before, int) and not isinstance(before, bool) and before > KEEP_STEPS \
                     and assign(holder, name, KEEP_STEPS):
                 changes.append((prefix + name, before, KEEP_STEPS))
+        for name in LOOP_FIELDS:
+            before = getattr(holder, name, None)
+            if isinstance(before, int) and not isinstance(before, bool) and before > KEEP_LOOPS \
+                    and assign(holder, name, KEEP_LOOPS):
+                changes.append((prefix + name, before, KEEP_LOOPS))
     return changes + clamp_layer_indices(config, changes)
 
 

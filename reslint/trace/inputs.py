@@ -22,7 +22,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+from reslint.trace.documented_inputs import StructSpec, documented_specs, make_value
+from reslint.trace.documented_plain import documented_candidate
+from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters
 from reslint.trace.plain_inputs import plain_candidates
 
 DTYPES = {
@@ -38,6 +40,15 @@ class Inputs:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     description: str = ""  # e.g. "long[2,16]<100 (inferred from nn.Embedding)"
+    specs: list = field(default_factory=list)  # the specs they were made from, so they can be made again elsewhere
+    extra: dict = field(default_factory=dict)
+
+    def on(self, device: str) -> Inputs | None:
+        """The same inputs made on `device` (real values on CPU), or None when they were not made from specs."""
+        if not self.specs:
+            return None
+        made = from_specs(self.specs, device, self.extra)
+        return Inputs(made.args, made.kwargs, self.description, self.specs, self.extra)
 
 
 def parse_shape_spec(text: str) -> list[TensorSpec] | None:
@@ -58,6 +69,9 @@ def describe(specs: list[TensorSpec]) -> str:
     reverse = {"int64": "long", "int32": "int", "float32": "float"}
     parts = []
     for spec in specs:
+        if isinstance(spec, StructSpec):
+            parts.append(f"{spec.name}={spec.cls.__name__}({describe(list(spec.fields)).replace('; ', ', ')})")
+            continue
         text = f"{reverse.get(spec.dtype, spec.dtype)}[{','.join(map(str, spec.shape))}]"
         if spec.high is not None:
             text += f"<{spec.high}"
@@ -66,10 +80,10 @@ def describe(specs: list[TensorSpec]) -> str:
 
 
 def from_specs(specs: list[TensorSpec], device: str, extra_kwargs: dict | None = None) -> Inputs:
-    args = tuple(make_tensor(spec, device) for spec in specs if not spec.name)
-    kwargs = {spec.name: make_tensor(spec, device) for spec in specs if spec.name}
+    args = tuple(make_value(spec, device) for spec in specs if not spec.name)
+    kwargs = {spec.name: make_value(spec, device) for spec in specs if spec.name}
     kwargs.update(extra_kwargs or {})
-    return Inputs(args, kwargs, describe(specs))
+    return Inputs(args, kwargs, describe(specs), list(specs), dict(extra_kwargs or {}))
 
 
 def to_device(value: Any, device: str) -> Any:
@@ -339,8 +353,10 @@ def hf_candidates(model: Any, config: Any) -> list[Candidate]:
     if patches:
         return [*candidates, (patches, extra, f"{name} flattened patches with their grid, sized from its config")]
     specs = hf_main_specs(model, config, main, batch) if isinstance(main, str) and accepts(model, main) else None
-    if specs is None:
-        return candidates
+    if specs is None:  # a main input of its own kind and a bundle of inputs (EsmFold2): what its forward documents
+        documented = documented_specs(model, config)
+        return [*candidates, (documented, extra, f"{name}'s documented inputs, sized from its config")] \
+            if documented else candidates
     where = f"{name} {main}, sized from its config"
     seq = SEQ
     # Only a forward that names decoder inputs takes them (an encoder-only head's **kwargs would pass them on).
@@ -434,7 +450,15 @@ def infer_candidates(model: Any) -> list[Candidate]:
         candidates = hf_candidates(model, config)
         if candidates:
             return candidates
-    return plain_candidates(model)
+    # what the forward's docstring gives shapes for comes last: a model the layers' guesses run is traced as before
+    documented = documented_candidate(model)
+    try:
+        candidates = plain_candidates(model)
+    except InputError:
+        if documented is None:
+            raise
+        return [documented]
+    return candidates + [documented] if documented is not None and documented not in candidates else candidates
 
 
 def infer_inputs(model: Any, device: str) -> Inputs:
