@@ -148,6 +148,16 @@ PACKAGES = (
     Package("gluonts", "0.17.0", "gluonts", tuple(f"gluonts/torch/model/{name}.py" for name in (
         "tft/layers", "tft/module", "patch_tst/module", "i_transformer/module", "lag_tst/module", "tide/module",
         "simple_feedforward/module", "deep_npts/_network"))),
+    # held out (wave 9): forecasting Transformers/mixers and annotated paper implementations, read before any run
+    Package("neuralforecast", "3.3.0", "neuralforecast", tuple(f"neuralforecast/{name}.py" for name in (
+        "common/_modules", "models/vanillatransformer", "models/informer", "models/itransformer", "models/patchtst",
+        "models/tft", "models/tsmixer"))),
+    Package("darts", "0.48.1", "darts", tuple(f"darts/models/{name}.py" for name in (
+        "forecasting/transformer_model", "components/layer_norm_variants", "components/tft_submodels",
+        "forecasting/tft_model", "forecasting/tsmixer_model", "forecasting/tide_model"))),
+    Package("labml-nn", "0.5.1", "labml_nn", tuple(f"labml_nn/{name}.py" for name in (
+        "transformers/models", "transformers/feed_forward", "transformers/vit/__init__", "resnet/__init__",
+        "conv_mixer/__init__", "normalization/layer_norm/__init__", "normalization/deep_norm/__init__", "neox/model"))),
 )
 
 

@@ -30,6 +30,7 @@ class Residual:
     dropout_on_skip: bool = False
     width_mismatch: str = ""
     pre_norms: list[Node] = field(default_factory=list)
+    pieces: tuple[Node, ...] = ()  # a skip joined from pieces (`torch.cat`): the values the branch reads
 
     @property
     def terms(self) -> list[str]:
@@ -85,7 +86,8 @@ def find_residuals(graph: Graph, index) -> list[Residual]:
     streams = {id(node) for residual in residuals if residual.placement in ("pre", "post", "sandwich")
                for node in (residual.skip, root(residual.skip))}
     return [residual for residual in residuals if residual.skip_projection or not all(
-        _side_input(residual.skip, residual.add.inputs[j], residual.add, streams) for j in residual.branches)]
+        _side_input(source, residual.add.inputs[j], residual.add, streams)
+        for source in residual.pieces or (residual.skip,) for j in residual.branches)]
 
 
 def _stream_continues(add: Node, skips: set[int]) -> bool:
@@ -178,6 +180,16 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
                         and not _side_input(alternative, term, add)]
             if branches:
                 return _residual(add, skip_index, alternative, walked, branches, norms_by_source, projection=[])
+    # A skip joined from pieces (TFT's gated skip over its past and future LSTMs: `cat([past, future])` beside
+    # `glu(cat([lstm(past), lstm(future)]))`): the branch was computed from every piece.
+    for skip_index, (deepest, walked) in enumerate(stripped):
+        pieces = _joined_pieces(deepest)
+        branches = [j for j, term in enumerate(terms) if j != skip_index and pieces and all(
+            reaches(term, piece, True) and not _side_input(piece, term, add) for piece in pieces)]
+        if branches:
+            residual = _residual(add, skip_index, deepest, walked, branches, norms_by_source, projection=None)
+            residual.pieces = tuple(pieces)
+            return residual
     # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of its
     # own (a dropout ends a branch), then the one through fewer projections, then the first.
     found = []
@@ -212,6 +224,14 @@ def _alternatives(node: Node, limit: int = 8) -> list[Node]:
         elif current.op not in ("const", "attr") and current not in found:
             found.append(current)
     return found
+
+
+def _joined_pieces(node: Node) -> list[Node]:
+    """The tensors `torch.cat` joins into `node`, each followed to its source; none for anything else."""
+    if node.op != "func" or node.info.get("name") not in torch_api.JOIN_FUNCTIONS:
+        return []
+    pieces = [root(piece) for piece in data_inputs(node)]
+    return pieces if len(pieces) > 1 else []
 
 
 def _skip_path(skip_root: Node) -> list[Node]:

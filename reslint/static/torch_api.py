@@ -71,6 +71,8 @@ FUNCTIONAL_NORMS = {
     "instance_norm": "instancenorm",
     "native_layer_norm": "layernorm",
 }
+# Functions that join tensors along an axis (a skip assembled from pieces).
+JOIN_FUNCTIONS = {"cat", "concat", "concatenate"}
 DROPOUT_FUNCTIONS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 ACTIVATION_FUNCTIONS = {
     "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "leaky_relu", "elu",

@@ -20,6 +20,7 @@ PASS_OPS = DROPOUT_OPS | {
     "view", "reshape", "_unsafe_view", "alias", "lift_fresh_copy", "identity", "Identity", "detach_",
     "_assert_tensor_metadata",
 }
+JOIN_OPS = torch_api.JOIN_FUNCTIONS  # `torch.cat`: a skip joined from pieces
 MATMUL_OPS = {"linear", "addmm", "mm", "matmul", "bmm", "baddbmm", "einsum", "addmv", "mv"}
 CONV_OPS = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
             "conv_transpose3d", "cudnn_convolution"}

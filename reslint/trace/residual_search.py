@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from reslint.placement import DIV, DROPOUT, MUL, OTHER, PASS, PROJECTION, ResidualView, Step, classify, settle_post
 from reslint.trace.fx_graph import is_tensor, shape_of
 from reslint.trace.norm_recognition import norms_by_source
-from reslint.trace.op_tables import ADD_OPS, DROPOUT_OPS, ELEMENTWISE_OPS, LAYER_NORM_OPS, SKIP_PATH_OPS
+from reslint.trace.op_tables import ADD_OPS, DROPOUT_OPS, ELEMENTWISE_OPS, JOIN_OPS, LAYER_NORM_OPS, SKIP_PATH_OPS
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Residual:
     gated_branch: bool = False
     dropout_on_skip: bool = False
     skip_normalised: bool = False
+    pieces: tuple = ()  # a skip joined from pieces (`torch.cat`): the values the branch reads
 
 
 class ResidualSearch:
@@ -96,7 +97,8 @@ class ResidualSearch:
         streams = {node for r in residuals if r.placement in ("pre", "post", "sandwich")
                    for node in (r.skip, r.skip_term)}
         return [r for r in residuals if r.skip_projection or not all(
-            self._side_input(r.skip, branch, r.add, streams) for branch in r.branches)]
+            self._side_input(source, branch, r.add, streams) for source in r.pieces or (r.skip,)
+            for branch in r.branches)]
 
     def _after_loop(self, add, norm, runs: Counter) -> bool:
         """Whether the norm runs fewer times than the line of the add: it follows the loop that repeats the
@@ -127,6 +129,21 @@ class ResidualSearch:
                 if branches:
                     return self._residual(add, terms, skip_index, candidate, walked[:depth], branches, reached,
                                           by_source, projection=None)
+        # A skip joined from pieces (TFT's gated skip over its past and future LSTMs: `cat([past, future])` beside
+        # `glu(cat([lstm(past), lstm(future)]))`): the branch was computed from every piece.
+        for skip_index, (deepest, walked) in enumerate(stripped):
+            pieces = self._joined_pieces(deepest)
+            if not pieces:
+                continue
+            floor = min(self.graph.index[piece] for piece in pieces)
+            reached = [self.graph.reach(term, floor) if j != skip_index else None for j, term in enumerate(terms)]
+            branches = [j for j, found in enumerate(reached) if found is not None and all(
+                found.get(piece) and not self._side_input(piece, terms[j], add) for piece in pieces)]
+            if branches:
+                residual = self._residual(add, terms, skip_index, deepest, walked, branches, reached, by_source,
+                                          projection=None)
+                residual.pieces = tuple(pieces)
+                return residual
         # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of
         # its own (a dropout ends a branch), then the one through fewer projections, then the first.
         found = []
@@ -150,6 +167,13 @@ class ResidualSearch:
             return self._residual(add, terms, skip_index, source, walked, branches, reached, by_source,
                                   projection=projection)
         return None
+
+    def _joined_pieces(self, node) -> list:
+        """The tensors `torch.cat` joins into `node`, each followed to its source; none for anything else."""
+        if self.graph.ops[node] not in JOIN_OPS:
+            return []
+        pieces = [self.graph.root(piece) for piece in self.graph.data_inputs(node)]
+        return pieces if len(pieces) > 1 else []
 
     def _skip_path(self, skip_root) -> list:
         """The skip operand and the values it is computed from by one-input ops: projections, norms,
