@@ -215,3 +215,20 @@ def _is_self_attribute(target: ast.expr, attr: str) -> bool:
 
 def _identity(value) -> tuple:
     return type(value).__name__, repr(value)
+
+
+def parameter_value(index, info, name: str):
+    """The value the constructor parameter `name` of `info` (a class of the static engine's file index `index`)
+    takes by default: its own default folded, else the default up the chain of constructors. The files the
+    chain read join `index.config_reads`, so a cached result goes stale with them."""
+    if name not in info.init_defaults:
+        return UNKNOWN
+    default = info.init_defaults[name]
+    if default is not None:
+        return index.fold(None, default)
+    if index.source_path is None or index.classes.get(info.name) is not info:
+        return UNKNOWN
+    value, reads = chained_default(index.source_path, info.name, name)
+    own = os.path.abspath(index.source_path)
+    index.config_reads.extend(path for path in reads if path != own and path not in index.config_reads)
+    return value
