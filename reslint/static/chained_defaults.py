@@ -73,7 +73,9 @@ class _Chain:
         if hops >= CHAIN_LENGTH:
             return UNKNOWN
         found = []
-        for site in self.project.construction_sites(file, owner):
+        sites = self.project.memo(("chain-sites", type(self.project)._run, file, owner),
+                                  lambda: self.project.construction_sites(file, owner)) or ()
+        for site in sites:
             if self.sites_left <= 0:
                 return UNKNOWN
             self.sites_left -= 1
@@ -125,11 +127,14 @@ class _Chain:
         return UNKNOWN
 
     def name_value(self, file: Path, tree: ast.Module, function, cls, name: str, keys: tuple, hops: int):
+        owner = cls.name if function is not None and function.name == "__init__" and cls is not None else \
+            function.name if function is not None and top_level(tree, function.name) is function else ""
+        if keys and function is not None and function.args.kwarg is not None and function.args.kwarg.arg == name:
+            # `Block(**block_kwargs)` in `def __init__(self, **block_kwargs)`: the keyword its callers pass
+            return self.parameter_value(file, owner, keys[0], keys[1:], hops) if owner else UNKNOWN
         if function is not None and parameter_of(function, name) is not None:
-            if function.name == "__init__" and cls is not None:
-                return self.parameter_value(file, cls.name, name, keys, hops)
-            if top_level(tree, function.name) is function:
-                return self.parameter_value(file, function.name, name, keys, hops)
+            if owner:
+                return self.parameter_value(file, owner, name, keys, hops)
             parameter = parameter_of(function, name)
             default = parameter_default(function, parameter)
             return self.value(file, tree, function, cls, default, keys, hops) if default is not None else UNKNOWN
