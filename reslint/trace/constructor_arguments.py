@@ -387,6 +387,8 @@ def keyword_arguments(cls: type, arguments: dict, depth: list[str],
     changed, depth = dict(arguments), list(depth)
     for name in missing_keywords(cls, error):
         value = convention(name, image_model=False)
+        if value is NOT_INFERRED:  # a flag the callers pass on through the kwargs: its default up the chain
+            value = chained_value(cls, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY), (bool, str))
         if value is NOT_INFERRED:
             continue
         for keyword in [prefix + name for prefix in prefixes] or [name]:
