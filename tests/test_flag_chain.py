@@ -31,6 +31,7 @@ BUILTIN_OPEN = ("`nn.TransformerEncoderLayer` is Post-LN with norm_first=False, 
 EXPECTED_RL101 = [
     ("blocks.py", 38, f"`NormedBlock` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_ADVICE}"),
     ("blocks.py", 72, f"`OpenBlock` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_ADVICE}"),
+    ("blocks.py", 87, f"`OpenNormBlock` uses Post-LN: the norm follows `x + self.dense(x)`; {POST_LN_ADVICE}"),
     ("patch_module.py", 10, f"{BUILTIN_DEFAULT}; {POST_LN_ADVICE}"),
     ("patch_module.py", 29, f"{BUILTIN_OPEN}; {POST_LN_ADVICE}"),
 ]
@@ -55,6 +56,7 @@ def test_chained_default_is_found_constructors_up_in_other_files(path, owner, pa
 
 @pytest.mark.parametrize(("path", "owner", "parameter"), [
     ("blocks.py", "OpenBlock", "pre_norm"),
+    ("blocks.py", "OpenNormBlock", "use_layer_norm"),
     ("patch_module.py", "OpenLayerModel", "norm_first"),
 ])
 def test_chained_default_is_unknown_where_nothing_builds_the_class(path, owner, parameter):
@@ -90,7 +92,7 @@ def reports(tmp_path_factory):
 @pytest.mark.parametrize("mode", ["static", "full"])
 def test_both_modes_report_the_placement_the_chain_defaults(reports, mode):
     """Silent: ResidualBlock (no norm, TiDE) and PlacedBlock (Pre-LN); reported: NormedBlock's Post-LN by
-    default, torch's layer whose norm_first=False is the estimator's, and the two flags with no default."""
+    default, torch's layer whose norm_first=False is the estimator's, and the three flags with no default."""
     found = sorted((finding["path"], finding["line"], finding["message"]) for finding in reports[mode]["findings"]
                    if finding["code"] == "RL101" and finding["path"] in ("blocks.py", "patch_module.py"))
     assert found == EXPECTED_RL101

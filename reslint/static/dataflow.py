@@ -14,6 +14,7 @@ from itertools import count
 
 import libcst as cst
 
+from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
@@ -594,6 +595,8 @@ class Evaluator:
             # `self.layer_norm is not None` on a submodule built only when a constructor parameter says so
             parameter, builds = scope.self_value.cls.built_if[test.left.attr.value]
             key, value, configurable = self.parameter_source(scope.self_value, parameter)
+            if value is UNKNOWN and not any(word in parameter.lower() for word in PLACEMENT_FLAG_WORDS):
+                return None  # an open switch of another kind (`use_dropout`): the submodule is taken as built
             built = UNKNOWN if value is UNKNOWN else bool(value) == builds
             return (key or f"{scope.self_value.cls.name}:{parameter}", built, configurable,
                     int(type(test.comparisons[0].operator) is cst.Is))
