@@ -122,3 +122,11 @@ def test_full_check_passes_a_chained_flag_through_kwargs(reports):
     models = {model["name"]: model for model in reports["full"]["models"]}
     assert models["PlacedStack"]["built_from"] == "inferred arguments (d=32, depth=2, pre_norm=True)"
     assert [stack["placement"] for stack in models["PlacedStack"]["stacks"]] == ["pre"]
+
+
+def test_chained_default_of_a_name_bound_to_itself_ends(tmp_path):
+    """`X = X` at module level, passed as the flag: UNKNOWN, not a RecursionError."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "m.py").write_text("X = X\n\n\nclass Block:\n    def __init__(self, pre_norm):\n        pass\n\n\n"
+                                   "BLOCK = Block(X)\n")
+    assert chained_default(tmp_path / "m.py", "Block", "pre_norm")[0] is UNKNOWN

@@ -27,6 +27,7 @@ from reslint.static.index import UNKNOWN
 
 CHAIN_LENGTH = 4  # constructors up from the one whose parameter is asked
 MAX_SITES = 40  # construction sites read for one answer, the whole chain together
+MAX_STEPS = 400  # expressions read for one answer (`x = x` at module level would never end)
 LITERALS = (bool, str, int, float, type(None))
 
 
@@ -46,6 +47,7 @@ class _Chain:
     def __init__(self, project) -> None:
         self.project = project
         self.sites_left = MAX_SITES
+        self.steps_left = MAX_STEPS
         self.reads: dict[str, None] = {}
 
     def answer(self, file: Path, owner: str, parameter: str) -> tuple[object, tuple[str, ...]]:
@@ -95,6 +97,9 @@ class _Chain:
     # ----- an expression in a caller's function ---------------------------------------------------------
 
     def value(self, file: Path, tree: ast.Module, function, cls, expr: ast.expr, keys: tuple, hops: int):
+        self.steps_left -= 1
+        if self.steps_left < 0:
+            return UNKNOWN
         if isinstance(expr, ast.Constant):
             return expr.value if not keys and isinstance(expr.value, LITERALS) else UNKNOWN
         if isinstance(expr, ast.UnaryOp):
