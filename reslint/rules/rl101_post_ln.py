@@ -13,7 +13,10 @@ def check(facts: FileFacts, settings: Settings):
     for add in facts.residuals:
         if add.placement != "post":
             continue
-        if add.builtin:
+        if add.builtin and add.condition:
+            where = (f"`{add.block}` is Post-LN with norm_first=False, torch's default (its `norm_first` is a required "
+                     "argument that no constructor up the chain gives a default): LayerNorm(x + sublayer(x))")
+        elif add.builtin:
             where = f"`{add.block}` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x))"
         else:
             where = f"`{add.block}` uses Post-LN: the norm follows `{add.skip} + {add.branch}`"

@@ -14,9 +14,11 @@ from itertools import count
 
 import libcst as cst
 
+from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static import torch_api
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
+from reslint.static.chained_defaults import parameter_value
 from reslint.static.positions import SourceMap
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
@@ -602,6 +604,18 @@ class Evaluator:
                 return f"config.{field[0]}", self.index.config_field(field[0]), True, 0
             return f"{scope.self_value.cls.name}:{self.code(test)}", UNKNOWN, False, 0
         if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(
+                test.comparisons[0].operator) in (cst.Is, cst.IsNot) and is_self_attr(test.left) and \
+                type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None" \
+                and test.left.attr.value in scope.self_value.cls.built_if:
+            # `self.layer_norm is not None` on a submodule built only when a constructor parameter says so
+            parameter, builds = scope.self_value.cls.built_if[test.left.attr.value]
+            key, value, configurable = self.parameter_source(scope.self_value, parameter)
+            if value is UNKNOWN and not any(word in parameter.lower() for word in PLACEMENT_FLAG_WORDS):
+                return None  # an open switch of another kind (`use_dropout`): the submodule is taken as built
+            built = UNKNOWN if value is UNKNOWN else bool(value) == builds
+            return (key or f"{scope.self_value.cls.name}:{parameter}", built, configurable,
+                    int(type(test.comparisons[0].operator) is cst.Is))
+        if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(
                 test.comparisons[0].operator) in (cst.Equal, cst.NotEqual) and type(
                 test.comparisons[0].comparator) in (cst.SimpleString, cst.Attribute):
             comparator = test.comparisons[0].comparator
@@ -625,25 +639,35 @@ class Evaluator:
         if expr is None:
             return own, UNKNOWN, False
         if type(expr) is cst.Name and expr.value in info.init_defaults:
-            passed = self._constructor_arg(self_value.spec, info, expr.value) if self_value.spec else None
-            if passed is None:
-                default = info.init_defaults[expr.value]
-                return own, self.index.fold(None, default) if default is not None else UNKNOWN, True
-            field = _config_field(passed)
-            if field is not None:
-                return f"config.{field[0]}", self._config_value(self_value.spec.owner, passed, field), True
-            owner = self_value.spec.owner
-            forwarded = type(passed) is cst.Name and owner is not None and passed.value in owner.init_defaults
-            if forwarded and self.root is not None and self.root.spec is not None and owner is self.root.cls:
-                # `FeedForward(layer_norm=layer_norm)` in a layer evaluated as another file builds it.
-                outer = self._constructor_arg(self.root.spec, owner, passed.value)
-                if outer is not None:
-                    return own, self.index.fold(None, outer), False
-            return own, self.index.fold(owner, passed), forwarded
+            key, value, configurable = self.parameter_source(self_value, expr.value)
+            return key or own, value, configurable
         field = _config_field(expr)
         if field is not None:
             return f"config.{field[0]}", self._config_value(info, expr, field), True
         return own, self.index.fold(info, expr), False
+
+    def parameter_source(self, self_value: SelfRef, name: str) -> tuple[str, object, bool]:
+        """(config field's identity or "", value, configurable) of the constructor parameter `name` of the class
+        `self_value` builds: the argument its construction passes, else its default, followed up the chain of
+        constructors where it has none (static/chained_defaults)."""
+        info = self_value.cls
+        passed = self._constructor_arg(self_value.spec, info, name) if self_value.spec else None
+        if passed is None:
+            return "", parameter_value(self.index, info, name), True
+        field = _config_field(passed)
+        if field is not None:
+            return f"config.{field[0]}", self._config_value(self_value.spec.owner, passed, field), True
+        owner = self_value.spec.owner
+        forwarded = type(passed) is cst.Name and owner is not None and passed.value in owner.init_defaults
+        if forwarded and self.root is not None and self.root.spec is not None and owner is self.root.cls:
+            # `FeedForward(layer_norm=layer_norm)` in a layer evaluated as another file builds it.
+            outer = self._constructor_arg(self.root.spec, owner, passed.value)
+            if outer is not None:
+                return "", self.index.fold(None, outer), False
+        value = self.index.fold(owner, passed)
+        if value is UNKNOWN and forwarded:
+            value = parameter_value(self.index, owner, passed.value)  # the owner's required parameter
+        return "", value, forwarded
 
     def _config_value(self, info, expr, field):
         name, default = field

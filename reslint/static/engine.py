@@ -21,6 +21,7 @@ from reslint.static.walk import walk
 from itertools import product
 
 from reslint.static.built_elsewhere import site_specs
+from reslint.static.chained_defaults import parameter_value
 from reslint.static.dataflow import BudgetExceeded, Evaluator, PlainEvaluations, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
 from reslint.static.imported_blocks import imported_block_placement
@@ -505,11 +506,13 @@ class StaticExtractor:
                         continue
                     self.builtin_owners.setdefault((self.span(inner.node).line, self.span(inner.node).column),
                                                    info.name)
-                    facts.append(ResidualAdd(
-                        span=self.span(inner.node), block=f"nn.{inner.name}", placement=placement,
-                        skip="src", branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}"))
+                    for placed, condition in _open_placements(placement):
+                        facts.append(ResidualAdd(
+                            span=self.span(inner.node), block=f"nn.{inner.name}", placement=placed, skip="src",
+                            branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}",
+                            condition=condition))
             facts.extend(self._builtin_base_residuals(info))
-        unique = {(fact.span.line, fact.span.column): fact for fact in facts}
+        unique = {(fact.span.line, fact.span.column, fact.condition): fact for fact in facts}
         return list(unique.values())
 
     def _builtin_base_residuals(self, info: ClassInfo) -> list[ResidualAdd]:
@@ -528,8 +531,9 @@ class StaticExtractor:
             if placement is None:
                 return []
             self.builtin_owners.setdefault((self.span(call).line, self.span(call).column), info.name)
-            return [ResidualAdd(span=self.span(call), block=info.name, placement=placement, skip="src",
-                                branch="self_attn/feed_forward", builtin=f"nn.{bases[0]}")]
+            return [ResidualAdd(span=self.span(call), block=info.name, placement=placed, skip="src",
+                                branch="self_attn/feed_forward", builtin=f"nn.{bases[0]}", condition=condition)
+                    for placed, condition in _open_placements(placement)]
         return []
 
     def _builtin_layer_specs(self, info: ClassInfo, spec: ModuleSpec):
@@ -573,6 +577,13 @@ class StaticExtractor:
         if norm_first is None:
             return "post"
         value = self.index.fold(spec.owner, norm_first)
+        if value is UNKNOWN and type(norm_first) is cst.Name and spec.owner is not None and \
+                spec.owner.init_defaults.get(norm_first.value, UNKNOWN) is None:
+            # `norm_first=norm_first`, a required argument: its default up the chain of constructors; with
+            # none anywhere it is open, like a hand-written block's undecided flag (both values, rules/RL101.md)
+            value = parameter_value(self.index, spec.owner, norm_first.value)
+            if value is UNKNOWN:
+                return OPEN
         if value is UNKNOWN:
             return None
         return "pre" if value else "post"
@@ -593,7 +604,7 @@ class StaticExtractor:
                     if layer is None:
                         continue
                     if layer.kind == "builtin":
-                        builtin_placement = self._builtin_placement(layer) or "unknown"
+                        builtin_placement = _stack_label(self._builtin_placement(layer))
                         block_classes = (f"nn.{layer.name}",)
                     else:  # the project's own layer class: its placement is its forward's
                         block_classes = (layer.name,)
@@ -611,7 +622,7 @@ class StaticExtractor:
                     final_norm = self.final_norms.get(key)
                 elif spec.kind == "container" and spec.repeated and any(
                         e.kind == "builtin" and e.name in BUILTIN_LAYERS for e in spec.elements):
-                    placements = {self._builtin_placement(e) or "unknown" for e in spec.elements}
+                    placements = {_stack_label(self._builtin_placement(e)) for e in spec.elements}
                     builtin_placement = placements.pop() if len(placements) == 1 else "mixed"
                     block_classes = tuple(dict.fromkeys(f"nn.{e.name}" for e in spec.elements))
                     final_norm = self.final_norms.get(key)
@@ -989,6 +1000,21 @@ def _with_sequence(norm: NormOp, in_sequence_model: bool) -> NormOp:
 
     return replace(norm, in_sequence_model=in_sequence_model)
 
+
+
+OPEN = "open"  # torch's layer built with a required `norm_first` that no constructor up the chain defaults
+
+
+def _open_placements(placement: str) -> list[tuple[str, tuple]]:
+    """(placement, condition) of torch's layer: one, or both values of an open `norm_first`, as exclusive
+    branches (the Post-LN one is torch's own default, norm_first=False)."""
+    if placement != OPEN:
+        return [(placement, ())]
+    return [("pre", ((("flag", "norm_first"), 0),)), ("post", ((("flag", "norm_first"), 1),))]
+
+
+def _stack_label(placement: str | None) -> str:
+    return "configurable" if placement == OPEN else placement or "unknown"
 
 
 def flag_text(flag: str, value: bool) -> str:

@@ -68,6 +68,8 @@ class ClassInfo:
     attr_values: dict[str, cst.BaseExpression] = field(default_factory=dict)  # self.x = <expr>
     init_defaults: dict[str, cst.BaseExpression | None] = field(default_factory=dict)
     class_fields: dict[str, cst.BaseExpression] = field(default_factory=dict)  # dataclass fields
+    # `if use_layer_norm: self.layer_norm = nn.LayerNorm(d)`: attribute -> (parameter, the value that builds it)
+    built_if: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 class FileIndex:
@@ -287,12 +289,19 @@ class FileIndex:
                 count = self._range_count(info, statement.iter)
                 self._scan_init_body(info, statement.body.body, local_specs, loop_count=count if count else UNKNOWN)
             elif isinstance(statement, (cst.If, cst.With, cst.Try, cst.While)):
+                before = dict(info.submodules)
                 self._scan_init_body(info, statement.body.body, local_specs, loop_count)
+                built = dict(info.submodules)
                 orelse = getattr(statement, "orelse", None)
                 if isinstance(orelse, cst.Else):
                     self._scan_init_body(info, orelse.body.body, local_specs, loop_count)
                 elif isinstance(orelse, cst.If):
                     self._scan_init_body(info, [orelse], local_specs, loop_count)
+                parameter = _parameter_test(info, statement.test) if isinstance(statement, cst.If) else None
+                for attr, spec in built.items() if parameter is not None else ():
+                    # built only when the parameter says so, None (or not set) otherwise
+                    if attr not in before and info.submodules.get(attr) is spec:
+                        info.built_if[attr] = parameter
 
     def _scan_init_small(self, info, small, local_specs, loop_count) -> None:
         if isinstance(small, (cst.Assign, cst.AnnAssign)):
@@ -662,6 +671,16 @@ class FileIndex:
                     found.setdefault(name, []).append(default)
             self._argument_defaults = found
         return self._argument_defaults
+
+
+def _parameter_test(info: ClassInfo, test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """`use_norm` / `not use_norm` on a constructor parameter: (the parameter, the value the body runs on)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _parameter_test(info, test.expression)
+        return (inner[0], not inner[1]) if inner is not None else None
+    if isinstance(test, cst.Name) and test.value in info.init_defaults:
+        return test.value, True
+    return None
 
 
 def reads_config_default(expr: cst.BaseExpression) -> bool:

@@ -288,11 +288,34 @@ def inferred_arguments(cls: type, namespace: dict, level: int = 0) -> tuple[dict
     depth: list[str] = []
     for parameter in parameters:
         if parameter.default is inspect.Parameter.empty or placeholder(parameter):
-            value = value_for(parameter, namespace, image_model, depth, level)
+            required = parameter.default is inspect.Parameter.empty
+            value = chained_value(cls, parameter, (bool, str)) if required else NOT_INFERRED
+            if value is NOT_INFERRED:
+                value = value_for(parameter, namespace, image_model, depth, level)
+            if value is NOT_INFERRED and required:  # a number no convention names: the chain's, if it has one
+                value = chained_value(cls, parameter, (int, float))
             if value is NOT_INFERRED:
                 return None
             arguments[parameter.name] = value
     return (arguments, depth) if arguments else None
+
+
+def chained_value(cls: type, parameter: inspect.Parameter, kinds: tuple[type, ...]) -> Any:
+    """A required argument's default up the chain of constructors that pass it on (`use_layer_norm=False` two
+    constructors up, `norm_first=False` in the estimator that builds the model): for a flag the value the
+    static engine judges too (static/chained_defaults); NOT_INFERRED when the chain fixes none of `kinds`."""
+    from reslint.static.chained_defaults import chained_default
+
+    try:
+        path = inspect.getsourcefile(cls)
+    except TypeError:
+        return NOT_INFERRED
+    if not path or cls.__qualname__ != cls.__name__:
+        return NOT_INFERRED
+    value, _ = chained_default(path, cls.__name__, parameter.name)
+    if isinstance(value, bool) and bool not in kinds:
+        return NOT_INFERRED
+    return value if isinstance(value, kinds) else NOT_INFERRED
 
 
 def build_inferred(cls: type, namespace: dict, arguments: dict,
@@ -364,6 +387,8 @@ def keyword_arguments(cls: type, arguments: dict, depth: list[str],
     changed, depth = dict(arguments), list(depth)
     for name in missing_keywords(cls, error):
         value = convention(name, image_model=False)
+        if value is NOT_INFERRED:  # a flag the callers pass on through the kwargs: its default up the chain
+            value = chained_value(cls, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY), (bool, str))
         if value is NOT_INFERRED:
             continue
         for keyword in [prefix + name for prefix in prefixes] or [name]:
