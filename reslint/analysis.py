@@ -130,6 +130,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
+    from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
     with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
@@ -142,6 +143,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
         result.models.extend(facts.model_summaries())
         if links:
             result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
+    forget_references()
     return True, bool(facts.models)
 
 

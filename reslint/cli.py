@@ -449,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    if argv is None:  # the console script: this process is reslint's (see runner.settle_collector)
+        reslint.runner.own_process = True
     status = run(argv)
     if argv is None and "torch" in sys.modules:
         # Only as the console script: a caller that hands main its own arguments may catch SystemExit.

@@ -275,6 +275,12 @@ class ClassReferences:
 _references_of: list[tuple[FileIndex, ClassReferences]] = []  # the last file's: the engine asks while it runs
 
 
+def forget_references() -> None:
+    """Drop the last file's references once its analysis is over: they hold its index and libcst tree, which
+    would otherwise outlive the file and be walked by the collector (see runner.settle_collector)."""
+    _references_of.clear()
+
+
 def class_references(index: FileIndex) -> ClassReferences:
     """One walk of each class body of the file, for `consumed_classes`, `loaded_classes` and `reached_into`
     (three walks of every body, and the loaded sub-configs twice, before)."""
