@@ -173,9 +173,13 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
     annotation = resolve_annotation(parameter.annotation, namespace)
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return dataclass_value(annotation, namespace, depth)
+    if is_module_type(annotation) and re.fullmatch(r"\w+_(class|cls|type)", parameter.name.lower()):
+        return annotation  # `activation_class: nn.ReLU`: a class the constructor instantiates itself
     if is_module_type(annotation):
         return module_value(annotation, level, depth)
     value, is_depth = convention(parameter.name, image_model), bool(re.fullmatch(DEPTH, parameter.name.lower()))
+    if owner is not None and isinstance(value, int) and documented_as_collection(owner, parameter.name):
+        return NOT_INFERRED  # `layers : list` of encoder layers: not a depth
     if value is NOT_INFERRED and owner is not None:
         value, is_depth = described_value(owner, parameter.name)
     if value is NOT_INFERRED and re.fullmatch(COUNTED, parameter.name.lower()):
@@ -228,6 +232,12 @@ DESCRIPTIONS: tuple[tuple[str, Any], ...] = (
 DOCUMENTED = re.compile(r"\s*(?::param\s+(?:[\w\[\], ]+\s+)?)?(\w+)\s*(\([^)]*\))?\s*(:\s*(.*))?$")
 
 
+def documented_as_collection(cls: type, name: str) -> bool:
+    """Whether the docstrings give parameter `name` a collection type (`layers : list`, `layers (list): ...`)."""
+    kind = parameter_docs(cls, types=True).get(name, "").lower()
+    return bool(re.match(r"(list|tuple|sequence|iterable|modulelist)\b", kind))
+
+
 def described_value(cls: type, name: str) -> tuple[Any, bool]:
     """The value the description of `cls`'s parameter `name` in its docstrings names (NOT_INFERRED: none),
     and whether it describes a depth."""
@@ -238,10 +248,10 @@ def described_value(cls: type, name: str) -> tuple[Any, bool]:
     return NOT_INFERRED, False
 
 
-def parameter_docs(cls: type) -> dict[str, str]:
-    """Each documented constructor parameter's first line of description, from the docstrings of `__init__` and
-    of the class (and its bases): Google (`name (int): text`), Sphinx (`:param name: text`) and NumPy (`name : int`
-    or `name` alone, then the text indented below)."""
+def parameter_docs(cls: type, types: bool = False) -> dict[str, str]:
+    """Each documented constructor parameter's first line of description (with `types`: its documented type), from
+    the docstrings of `__init__` and of the class (and its bases): Google (`name (int): text`), Sphinx (`:param
+    name: text`) and NumPy (`name : int` or `name` alone, then the text indented below)."""
     docs: dict[str, str] = {}
     for owner in cls.__mro__:
         init = owner.__dict__.get("__init__")
@@ -256,6 +266,8 @@ def parameter_docs(cls: type) -> dict[str, str]:
                 indented = len(below) - len(below.lstrip()) > len(line) - len(line.lstrip())
                 numpy_type = re.match(r"\s*\w+\s+:", line) is not None  # `name : int`: the type, text below
                 description = below.strip() if indented and (not after or numpy_type) else after
+                if types:
+                    description = (found.group(2) or "").strip("() ") or (after if numpy_type else "")
                 if description and name not in docs:
                     docs[name] = description
     return docs
@@ -519,6 +531,8 @@ def describe(arguments: dict[str, Any]) -> str:
 
 
 def render(value: Any) -> str:
+    if isinstance(value, type):
+        return value.__name__
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         inner = ", ".join(f"{item.name}={getattr(value, item.name)!r}" for item in dataclasses.fields(value))
         return f"{type(value).__name__}({inner})"
