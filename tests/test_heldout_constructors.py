@@ -148,3 +148,20 @@ def test_tabular_columns_and_rows():
     # a BatchNorm1d after the first projection: rows (batch, features), not (batch, time, features)
     resnet = module.TabularResNet(d_in=7, d_out=1, stages=1, breadth=8, d_hidden_multiplier=2.0, dropout=0.0)
     assert shapes(infer_inputs(resnet.eval(), "cpu")) == {0: ((2, 7), "float32")}
+
+
+def test_a_base_whose_forward_only_documents_itself_is_built_as_a_subclass():
+    class Passing(torch.nn.Module):  # torch-geometric's MessagePassing: a forward with a docstring only
+        def forward(self, *args, **kwargs):
+            """Runs the forward pass of the module."""
+
+    class SimplePassing(Passing):
+        def forward(self, x, edge_index):
+            return x
+
+    class GraphBlock(torch.nn.Module):
+        def __init__(self, channels: int, conv: Passing):
+            super().__init__()
+
+    arguments, _ = inferred_arguments(GraphBlock, {"Passing": Passing, "int": int})
+    assert repr(arguments["conv"]) == "SimplePassing()"

@@ -295,7 +295,7 @@ def module_value(annotation: type, level: int, depth: list[str]) -> Any:
     if level >= MODULE_LEVELS or annotation.__module__.split(".")[0] == "torch":
         return NOT_INFERRED
     for cls in (annotation, *subclasses(annotation)):
-        if not has_forward(cls) or inspect.isabstract(cls):
+        if not has_forward(cls) or inspect.isabstract(cls) or stub_forward(cls):
             continue
         inferred = inferred_arguments(cls, vars(inspect.getmodule(cls) or object()), level + 1)
         if inferred is not None:
@@ -324,6 +324,24 @@ def has_forward(cls: type) -> bool:
     forward = getattr(cls, "forward", None)
     return forward is not None and forward is not torch.nn.Module.forward and \
         getattr(forward, "__name__", "") != "_forward_unimplemented"
+
+
+def stub_forward(cls: type) -> bool:
+    """Whether `cls.forward` only documents the method (a docstring, `pass`, `...`, `raise NotImplementedError`):
+    a base class in all but name (torch-geometric's `MessagePassing`), whose subclasses do the work."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = tree.body[0] if tree.body else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return all(isinstance(statement, ast.Pass) or isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+               or isinstance(statement, ast.Raise) and "NotImplementedError" in ast.unparse(statement)
+               for statement in function.body)
 
 
 def dataclass_value(cls: type, namespace: dict, depth: list[str]) -> Any:
