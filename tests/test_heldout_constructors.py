@@ -119,6 +119,17 @@ def test_docstring_styles_give_descriptions_and_types():
     assert inferred_arguments(Documented, {}) is None
     assert convention("layers", image_model=False) == 2
 
+    class Windowed(torch.nn.Module):
+        def __init__(self, dim, window_size):
+            """
+            Args:
+                dim (int): Number of input channels.
+                window_size (tuple[int]): The height and width of the window.
+            """
+            super().__init__()
+
+    assert inferred_arguments(Windowed, {}) == ({"dim": 32, "window_size": (4, 4)}, [])  # a pair, as documented
+
 
 def test_a_class_annotation_of_a_class_parameter_is_the_value():
     class Head(torch.nn.Module):

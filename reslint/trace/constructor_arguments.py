@@ -178,8 +178,11 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
     if is_module_type(annotation):
         return module_value(annotation, level, depth)
     value, is_depth = convention(parameter.name, image_model), bool(re.fullmatch(DEPTH, parameter.name.lower()))
-    if owner is not None and isinstance(value, int) and documented_as_collection(owner, parameter.name):
+    documented = parameter_docs(owner, types=True).get(parameter.name, "").lower() if owner is not None else ""
+    if is_depth and re.match(r"(list|sequence|iterable|modulelist)\b", documented):
         return NOT_INFERRED  # `layers : list` of encoder layers: not a depth
+    if isinstance(value, int) and not isinstance(value, bool) and re.match(r"tuple\b", documented):
+        return (value, value)  # `window_size (tuple[int])`: height and width
     if value is NOT_INFERRED and owner is not None:
         value, is_depth = described_value(owner, parameter.name)
     if value is NOT_INFERRED and re.fullmatch(COUNTED, parameter.name.lower()):
@@ -230,12 +233,6 @@ DESCRIPTIONS: tuple[tuple[str, Any], ...] = (
     (r".*\bnumber of\b.*", COUNT),
 )
 DOCUMENTED = re.compile(r"\s*(?::param\s+(?:[\w\[\], ]+\s+)?)?(\w+)\s*(\([^)]*\))?\s*(:\s*(.*))?$")
-
-
-def documented_as_collection(cls: type, name: str) -> bool:
-    """Whether the docstrings give parameter `name` a collection type (`layers : list`, `layers (list): ...`)."""
-    kind = parameter_docs(cls, types=True).get(name, "").lower()
-    return bool(re.match(r"(list|tuple|sequence|iterable|modulelist)\b", kind))
 
 
 def described_value(cls: type, name: str) -> tuple[Any, bool]:
