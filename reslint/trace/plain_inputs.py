@@ -200,6 +200,8 @@ def infer_specs(model: Any, skip: frozenset[int] = frozenset()) -> tuple[list[Te
 def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, str]]:
     """(first input, what further inputs look like, extra keyword arguments, where from), the likeliest first:
     the first layer's input, then the shapes that layer's own code may make of another input."""
+    from torch import nn
+
     try:
         specs, extra, where = infer_specs(model)
     except InputError:
@@ -217,9 +219,6 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
     shape = first.shape
     if first.dtype.startswith("float") and len(shape) == 3 and "Conv1d" in where:  # (batch, time, channels), transposed by the code
         found.append((TensorSpec(first.dtype, (shape[0], shape[2], shape[1])), None, extra, f"{where}, as (batch, time, channels)"))
-    if first.dtype.startswith("float") and len(shape) == 3 and where.startswith("Linear"):
-        # tabular rows `(batch, features)`: a BatchNorm1d after the projection reads the second axis as channels
-        found.append((TensorSpec(first.dtype, (shape[0], shape[2])), None, extra, f"{where}, as (batch, features)"))
     if first.dtype.startswith("float") and len(shape) == 4 and shape[1] == 1 and "Conv2d" in where:
         # a conv front end over (batch, time, features) unsqueezed to one channel (speech subsampling)
         found += [(TensorSpec(first.dtype, (BATCH, 4 * SEQ, width)), None, extra, f"{where}, as (batch, time, {width} features)")
@@ -234,7 +233,12 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
-    return found + conditioning_firsts(model, specs)
+    found += conditioning_firsts(model, specs)
+    if first.dtype.startswith("float") and len(shape) == 3 and where.startswith("Linear") and \
+            any(isinstance(module, nn.BatchNorm1d) for module in model.modules()):
+        # tabular rows `(batch, features)`: a BatchNorm1d after the projection reads the second axis as channels
+        found.append((TensorSpec(first.dtype, (shape[0], shape[2])), None, extra, f"{where}, as (batch, features)"))
+    return found
 
 
 def conditioning_firsts(model: Any, specs: list[TensorSpec]) -> list[tuple[TensorSpec, None, dict, str]]:
