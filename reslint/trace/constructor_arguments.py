@@ -46,6 +46,8 @@ CLASSES = 10
 CONTEXT = 32  # positions: the inferred inputs' 16 steps, a 64-step conv input after one stride of 2 (Whisper)
 FEATURES = 16  # mel bins / input features of a speech front end (conv subsampling needs a few)
 IMAGE, PATCH, IMAGE_CHANNELS = 32, 4, 3
+HORIZON = 8  # steps a forecaster predicts: fewer than its context
+COUNT = 2  # a number of things no convention names (`num_feat_static_cat`): as many as a list argument holds
 
 NOT_INFERRED = object()
 RETRIES = 3  # builds after the first, each with the arguments the last error named changed
@@ -67,16 +69,20 @@ CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r"(\w+_)?(ctx|max_len|max_seq_len|seq_len|max_length|context_length|block_size|max_position_embeddings"
      r"|(num|n|max)_positions)", CONTEXT),
     (r"image_size|img_size|image_height|image_width", IMAGE),
-    (r"(image_)?patch_size|patch_height|patch_width", PATCH),
+    (r"(image_)?patch_size|patch_height|patch_width|patch_len(gth)?", PATCH),
+    (r"(prediction|forecast|pred|output_chunk)_(length|len|horizon)|(\w+_)?horizon", HORIZON),
     (r"kernel_size|kernel", 3),
     (r"stride", 1),
     (r"window_size", PATCH),
-    (r"(\w+_)?(mult|ratio|expansion_factor)", 2),
+    (r"(\w+_)?(mult|multiplier|ratio|expansion_factor)", 2),
+    (r"(\w+_)?(categories|cardinalities)", (CLASSES,) * COUNT),  # categories of each categorical column
+    (r"(\w+_)?cardinality", VOCABULARY),
     (r"n_mels|num_mel_bins|mels?|idim|input_dim|in_dim|feat_dim|n_feats|num_features", FEATURES),
     (r"(\w+_)?(ff|ffn|mlp|feedforward|intermediate|inner|linear_units)(_\w+)?|dim_feedforward|hidden_dim", FEEDFORWARD),
-    (r"(\w+_)?(dim|size|width|state|embd|model|hidden|units|features|channels?|chan|emb|embed|shape)|d|adim"
-     r"|(\w+_)?(dim|chan)_(in|out)", WIDTH),
+    (r"(\w+_)?(dim|dimensions?|size|width|state|embd|model|hidden|units|nodes|features|channels?|chan|emb|embed|shape)"
+     r"|d|adim|(\w+_)?(dim|chan)_(in|out)|(\w+_)?d_\w+", WIDTH),  # `d_block`, `ffn_d_hidden`: d for dimension
 )
+COUNTED = r"(num|n)_\w+"  # a number of things no convention names: after the docstring's description
 
 IMAGE_PARAMETERS = ("image_size", "img_size", "patch_size")
 CHANNELS = re.compile(r"channels|in_chans|in_channels|num_channels|input_channels")
@@ -160,20 +166,39 @@ def materialized(arguments: dict) -> dict:
 
 
 def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, depth: list[str],
-              level: int = 0) -> Any:
-    """An inferred value for one parameter, or NOT_INFERRED. `depth` collects the depth parameters."""
+              level: int = 0, owner: type | None = None) -> Any:
+    """An inferred value for one parameter of `owner`'s constructor, or NOT_INFERRED: by its name's convention,
+    else its description in the docstrings (parameter_docs), else a count for `num_*`, else what its annotation
+    alone decides (a literal, an enum member, None where it is Optional). `depth` collects the depth parameters."""
     annotation = resolve_annotation(parameter.annotation, namespace)
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return dataclass_value(annotation, namespace, depth)
+    if is_module_type(annotation) and re.fullmatch(r"\w+_(class|cls|type)", parameter.name.lower()):
+        return annotation  # `activation_class: nn.ReLU`: a class the constructor instantiates itself
     if is_module_type(annotation):
         return module_value(annotation, level, depth)
-    value = convention(parameter.name, image_model)
+    value, is_depth = convention(parameter.name, image_model), bool(re.fullmatch(DEPTH, parameter.name.lower()))
+    documented = parameter_docs(owner, types=True).get(parameter.name, "").lower() if owner is not None else ""
+    if is_depth and re.match(r"(list|sequence|iterable|modulelist)\b", documented):
+        return NOT_INFERRED  # `layers : list` of encoder layers: not a depth
+    if isinstance(value, int) and not isinstance(value, bool) and re.match(r"tuple\b", documented):
+        return (value, value)  # `window_size (tuple[int])`: height and width
+    if value is NOT_INFERRED and owner is not None:
+        value, is_depth = described_value(owner, parameter.name)
+    if value is NOT_INFERRED and re.fullmatch(COUNTED, parameter.name.lower()):
+        value = COUNT
     arity = typing.get_args(annotation) if typing.get_origin(annotation) is tuple else ()
     if value is not NOT_INFERRED and arity and Ellipsis not in arity and all(kind is int for kind in arity) \
             and isinstance(value, int):
         return (value,) * len(arity)
+    if typing.get_origin(annotation) is list and isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and typing.get_args(annotation) in ((int,), (float,)):
+        return [typing.get_args(annotation)[0](value)] * COUNT  # `cardinality: List[int]`: one per feature
+    if typing.get_origin(annotation) is list and isinstance(value, tuple):
+        return list(value)
     if value is NOT_INFERRED:
-        return annotated_value(annotation)
+        value = annotated_value(annotation)
+        return None if value is NOT_INFERRED and accepts_none(parameter.annotation) else value
     if isinstance(value, str) and parameter.annotation not in (inspect.Parameter.empty, str, "str"):
         return NOT_INFERRED  # an activation given as a class or a callable, not by name
     if annotation is float and isinstance(value, int):
@@ -181,9 +206,68 @@ def value_for(parameter: inspect.Parameter, namespace: dict, image_model: bool, 
     elif isinstance(annotation, type) and annotation.__module__ not in ("builtins", "inspect") and \
             not isinstance(value, annotation):
         return NOT_INFERRED  # `src_vocab: Vocabulary` is an object, not a vocabulary size
-    if re.fullmatch(DEPTH, parameter.name.lower()):
+    if is_depth:
         depth.append(parameter.name)
     return value
+
+
+def accepts_none(annotation: Any) -> bool:
+    """Whether a parameter's annotation says None is a value it takes (`Optional[str]`, `int | None`)."""
+    import types
+
+    if isinstance(annotation, str):
+        return bool(re.match(r"\s*Optional\[", annotation) or re.search(r"\|\s*None\b|\bNone\s*\|", annotation))
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+# (pattern on a parameter's description in a docstring, value): `d_in: the input size.`, `Number of time points to
+# predict.`; the first match wins.
+DESCRIBED_DEPTH = r".*\bnumber of (\w+ ){0,2}(layers|blocks)\b.*|.*\bdepth\b.*"
+DESCRIPTIONS: tuple[tuple[str, Any], ...] = (
+    (r".*\b(dropout|drop rate|probability)\b.*", 0.0),
+    (DESCRIBED_DEPTH, SHRUNK_DEPTH),
+    (r".*\bnumber of (\w+ ){0,2}heads\b.*", HEADS),
+    (r".*\b(number of (\w+ ){0,2}(classes|labels)|vocabulary|cardinalit(y|ies))\b.*", VOCABULARY),
+    (r".*\b(time (points|steps)|horizon|to predict)\b.*", HORIZON),
+    (r".*\b(size|width|dimension|dimensionality|channels|features|units)\b.*", WIDTH),
+    (r".*\bnumber of\b.*", COUNT),
+)
+DOCUMENTED = re.compile(r"\s*(?::param\s+(?:[\w\[\], ]+\s+)?)?(\w+)\s*(\([^)]*\))?\s*(:\s*(.*))?$")
+
+
+def described_value(cls: type, name: str) -> tuple[Any, bool]:
+    """The value the description of `cls`'s parameter `name` in its docstrings names (NOT_INFERRED: none),
+    and whether it describes a depth."""
+    description = parameter_docs(cls).get(name, "").lower()
+    for pattern, value in DESCRIPTIONS if description else ():
+        if re.fullmatch(pattern, description, re.DOTALL):
+            return value, bool(re.fullmatch(DESCRIBED_DEPTH, description))
+    return NOT_INFERRED, False
+
+
+def parameter_docs(cls: type, types: bool = False) -> dict[str, str]:
+    """Each documented constructor parameter's first line of description (with `types`: its documented type), from
+    the docstrings of `__init__` and of the class (and its bases): Google (`name (int): text`), Sphinx (`:param
+    name: text`) and NumPy (`name : int` or `name` alone, then the text indented below)."""
+    docs: dict[str, str] = {}
+    for owner in cls.__mro__:
+        init = owner.__dict__.get("__init__")
+        for text in (getattr(init, "__doc__", None), owner.__dict__.get("__doc__")):
+            lines = inspect.cleandoc(text).splitlines() if isinstance(text, str) else []
+            for index, line in enumerate(lines):
+                found = DOCUMENTED.match(line)
+                if found is None:
+                    continue
+                name, after = found.group(1), (found.group(4) or "").strip()
+                below = lines[index + 1] if index + 1 < len(lines) else ""
+                indented = len(below) - len(below.lstrip()) > len(line) - len(line.lstrip())
+                numpy_type = re.match(r"\s*\w+\s+:", line) is not None  # `name : int`: the type, text below
+                description = below.strip() if indented and (not after or numpy_type) else after
+                if types:
+                    description = (found.group(2) or "").strip("() ") or (after if numpy_type else "")
+                if description and name not in docs:
+                    docs[name] = description
+    return docs
 
 
 def is_module_type(annotation: Any) -> bool:
@@ -208,7 +292,7 @@ def module_value(annotation: type, level: int, depth: list[str]) -> Any:
     if level >= MODULE_LEVELS or annotation.__module__.split(".")[0] == "torch":
         return NOT_INFERRED
     for cls in (annotation, *subclasses(annotation)):
-        if not has_forward(cls) or inspect.isabstract(cls):
+        if not has_forward(cls) or inspect.isabstract(cls) or stub_forward(cls):
             continue
         inferred = inferred_arguments(cls, vars(inspect.getmodule(cls) or object()), level + 1)
         if inferred is not None:
@@ -239,6 +323,24 @@ def has_forward(cls: type) -> bool:
         getattr(forward, "__name__", "") != "_forward_unimplemented"
 
 
+def stub_forward(cls: type) -> bool:
+    """Whether `cls.forward` only documents the method (a docstring, `pass`, `...`, `raise NotImplementedError`):
+    a base class in all but name (torch-geometric's `MessagePassing`), whose subclasses do the work."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = tree.body[0] if tree.body else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return all(isinstance(statement, ast.Pass) or isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+               or isinstance(statement, ast.Raise) and "NotImplementedError" in ast.unparse(statement)
+               for statement in function.body)
+
+
 def dataclass_value(cls: type, namespace: dict, depth: list[str]) -> Any:
     """`cls(**fields)` with every field that has no default inferred, or NOT_INFERRED."""
     fields = [item for item in dataclasses.fields(cls) if item.init
@@ -258,7 +360,9 @@ def dataclass_value(cls: type, namespace: dict, depth: list[str]) -> Any:
 
 def constructor_parameters(cls: type) -> list[inspect.Parameter] | None:
     """The parameters `cls(...)` takes; a class whose `__init__(**kwargs)` passes them on to a base has its
-    base's (x-transformers' `Encoder(**kwargs)` -> `AttentionLayers(dim, depth, heads, ...)`)."""
+    base's (x-transformers' `Encoder(**kwargs)` -> `AttentionLayers(dim, depth, heads, ...)`), after its own
+    optional ones (`__init__(self, *args, use_softmax=False, **kwargs)` over a base that needs its sizes)."""
+    collected: list[inspect.Parameter] = []
     for owner in cls.__mro__:
         init = owner.__dict__.get("__init__")
         if init is None:
@@ -269,9 +373,11 @@ def constructor_parameters(cls: type) -> list[inspect.Parameter] | None:
             return None
         named = [parameter for parameter in parameters
                  if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
-        if named or not any(parameter.kind == inspect.Parameter.VAR_KEYWORD for parameter in parameters):
-            return named
-    return []
+        collected += [parameter for parameter in named if parameter.name not in {item.name for item in collected}]
+        passes_on = any(parameter.kind == inspect.Parameter.VAR_KEYWORD for parameter in parameters)
+        if not passes_on or any(parameter.default is inspect.Parameter.empty for parameter in named):
+            return collected
+    return collected
 
 
 def inferred_arguments(cls: type, namespace: dict, level: int = 0) -> tuple[dict[str, Any], list[str]] | None:
@@ -291,7 +397,7 @@ def inferred_arguments(cls: type, namespace: dict, level: int = 0) -> tuple[dict
             required = parameter.default is inspect.Parameter.empty
             value = chained_value(cls, parameter, (bool, str)) if required else NOT_INFERRED
             if value is NOT_INFERRED:
-                value = value_for(parameter, namespace, image_model, depth, level)
+                value = value_for(parameter, namespace, image_model, depth, level, cls)
             if value is NOT_INFERRED and required:  # a number no convention names: the chain's, if it has one
                 value = chained_value(cls, parameter, (int, float))
             if value is NOT_INFERRED:
@@ -465,6 +571,8 @@ def describe(arguments: dict[str, Any]) -> str:
 
 
 def render(value: Any) -> str:
+    if isinstance(value, type):
+        return value.__name__
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         inner = ", ".join(f"{item.name}={getattr(value, item.name)!r}" for item in dataclasses.fields(value))
         return f"{type(value).__name__}({inner})"

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reslint.trace.conditioning_inputs import conditioning_kind, conditioning_spec
+from reslint.trace.declared_inputs import declared_candidate
 from reslint.trace.forward_body import asked_inputs, parameter_ranks
 from reslint.trace.graph_inputs import graph_candidate
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+from reslint.trace.tabular_inputs import tabular_candidate
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
 PROBE_SECONDS = 15.0  # CPU time for all the tries of one model: a loaded machine does not cut the tries short
@@ -45,10 +47,17 @@ FEATURE_WIDTHS = (16, 32, 80)  # a speech front end's features: the inferred `id
 
 
 def plain_candidates(model: Any) -> list[Candidate]:
-    """The inputs of a plain-torch model: the first guess, or the first plausible set that runs on a probe."""
-    firsts = first_inputs(model)
+    """The inputs of a plain-torch model: the ones it declares (declared_inputs) or the first guess, or the first
+    plausible set that runs on a probe."""
+    declared = declared_candidate(model)
+    try:
+        firsts = first_inputs(model)
+    except InputError:
+        if declared is None:
+            raise
+        return [declared]
     guess = complete(model, *firsts[0], Choice())
-    tried = [guess]
+    tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + [guess]
     first = firsts[0][0]
     if isinstance(first, TensorSpec) and first.shape and (graph := graph_candidate(model, first.shape[-1])) is not None:
         tried.append(graph)
@@ -191,6 +200,8 @@ def infer_specs(model: Any, skip: frozenset[int] = frozenset()) -> tuple[list[Te
 def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, str]]:
     """(first input, what further inputs look like, extra keyword arguments, where from), the likeliest first:
     the first layer's input, then the shapes that layer's own code may make of another input."""
+    from torch import nn
+
     try:
         specs, extra, where = infer_specs(model)
     except InputError:
@@ -222,7 +233,12 @@ def first_inputs(model: Any) -> list[tuple[TensorSpec, TensorSpec | None, dict, 
         heads = 4 if shape[2] % 4 == 0 else 1  # queries already split into heads: (batch, heads, time, head width)
         found.append((TensorSpec(first.dtype, (shape[0], heads, shape[1], shape[2] // heads)), None, extra,
                       f"{where}, split into {heads} heads"))
-    return found + conditioning_firsts(model, specs)
+    found += conditioning_firsts(model, specs)
+    if first.dtype.startswith("float") and len(shape) == 3 and where.startswith("Linear") and \
+            any(isinstance(module, nn.BatchNorm1d) for module in model.modules()):
+        # tabular rows `(batch, features)`: a BatchNorm1d after the projection reads the second axis as channels
+        found.append((TensorSpec(first.dtype, (shape[0], shape[2])), None, extra, f"{where}, as (batch, features)"))
+    return found
 
 
 def conditioning_firsts(model: Any, specs: list[TensorSpec]) -> list[tuple[TensorSpec, None, dict, str]]:
