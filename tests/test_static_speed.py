@@ -668,3 +668,50 @@ def test_a_backbone_inlined_in_every_head_is_evaluated_once_per_call_shape(tmp_p
     assert alone["Layer"] > shared["Layer"] and alone["Encoder"] > shared["Encoder"], (shared, alone)
     assert shared == {"Layer": 3, "Encoder": 3, "Model": 3, "ForTagging": 1, "ForClasses": 1}, shared
     assert alone == {"Layer": 6, "Encoder": 5, "Model": 3, "ForTagging": 1, "ForClasses": 1}, alone
+
+
+ONE_BLOCK_TWO_WAYS = '''
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, x, pre_norm=True, gate=None):
+        if gate is not None:
+            x = x * gate
+        if pre_norm:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+
+
+class Net(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.block = Block(dim)
+
+    def forward(self, x, gate):
+        x = self.block(x, True)
+        x = self.block(x, False)
+        x = self.block(x, gate=x)
+        return self.block(x, gate=gate)
+'''
+
+
+def test_a_call_with_other_constants_or_other_tensors_is_evaluated_not_replayed(tmp_path, monkeypatch) -> None:
+    # One submodule called with `pre_norm` True, then False (a Post-LN add), then gated by the stream itself, then
+    # by another tensor: four call shapes, none the replay of another.
+    import libcst as cst
+
+    path = tmp_path / "two_ways.py"
+    path.write_text(ONE_BLOCK_TWO_WAYS, encoding="utf-8")
+    module = cst.parse_module(ONE_BLOCK_TWO_WAYS)
+    shared = evaluations(path, module, monkeypatch)
+    monkeypatch.setattr(dataflow, "inlined_forward", evaluated_alone)
+    alone = evaluations(path, module, monkeypatch)
+    assert shared == alone
+    facts = engine.extract_facts(str(path), module, text=ONE_BLOCK_TWO_WAYS)
+    assert sorted((add.span.line, add.placement) for add in facts.residuals) == [(15, "pre"), (16, "post")]

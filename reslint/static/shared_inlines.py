@@ -45,7 +45,18 @@ class Recording:
 
 class Record:
     __slots__ = ("leaves", "nodes", "returned", "events", "modules", "functions", "depth", "classes",
-                 "inlines", "ifs", "if_start", "steps", "assumed")
+                 "inlines", "ifs", "if_start", "steps", "assumed", "made")
+
+    def ready(self) -> bool:
+        """Whether the record can stand for the call: its nodes are encoded when it is first replayed (most records
+        never are)."""
+        if self.made is not None:
+            made, self.made = self.made, None
+            try:
+                _fill(self, *made)
+            except NotShared:
+                self.nodes = None
+        return self.nodes is not None
 
 
 class _Made:  # a node the record added (its position in the record)
@@ -85,7 +96,7 @@ def inlined_forward(evaluator, info, spec, forward, inner, self_value, args: lis
     assumptions = evaluator.assumptions
     for record in records:
         if all(assumptions.get(flag) is value for flag, value in record.assumed):
-            if _fits(evaluator, memo, record, inner, scope):
+            if _fits(evaluator, memo, record, inner, scope) and record.ready():
                 return _replay(evaluator, record, leaves, inner, scope)
             break
     else:
@@ -138,8 +149,8 @@ def _shape(value, aliases: dict[int, int], found: list, optional: bool):
 
 
 def _collides(frames, modules: set[str], functions: set[str]) -> bool:
-    return any((frame.kind == "module" and frame.name in modules) or (frame.kind == "function" and frame.name in functions)
-               for frame in frames)
+    return any((frame.kind == "module" and frame.name in modules)
+               or (frame.kind == "function" and frame.name in functions) for frame in frames)
 
 
 def _fits(evaluator, memo, record: Record, inner, scope) -> bool:
@@ -171,15 +182,19 @@ def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args
     finally:
         evaluator.recordings.pop()
     # A limit hit while recording: a replay would not note it again where a second look forgot it.
-    if unfinished or evaluator.read_unfinished or len(evaluator.budget.hits) != hits or recording.depth >= MAX_INLINE_DEPTH \
-            or _collides(inner.frames, recording.modules, recording.functions) \
+    if unfinished or evaluator.read_unfinished or len(evaluator.budget.hits) != hits \
+            or recording.depth >= MAX_INLINE_DEPTH or _collides(inner.frames, recording.modules, recording.functions) \
             or any(evaluator.inlined.get(function, 0) > MAX_INLINES_PER_FUNCTION for function in recording.inlines):
         return returned
     record = Record()
-    try:
-        _fill(record, evaluator, graph.nodes[start:], leaves, returned, recording, inner.frames, condition, scope)
-    except NotShared:
-        return returned
+    made = graph.nodes[start:]
+    # What the nodes hold now: the caller may mark them later.
+    record.made = (made, [dict(node.info) for node in made], leaves, returned, recording, inner.frames, condition,
+                   evaluator.loops)
+    record.modules, record.functions = frozenset(recording.modules), frozenset(recording.functions)
+    record.depth = recording.depth - scope.depth if recording.depth >= 0 else -1
+    record.classes = frozenset(recording.classes)
+    record.inlines = dict(recording.inlines)
     record.ifs, record.if_start = evaluator.next_if - if_start, if_start
     record.steps = evaluator.budget.steps - steps - (evaluator.classification_steps - classified)
     assumptions = evaluator.assumptions
@@ -188,9 +203,8 @@ def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args
     return returned
 
 
-def _fill(record: Record, evaluator, made: list, leaves: list, returned, recording: Recording, frames: tuple,
-          condition: tuple, scope) -> None:
-    loops = evaluator.loops
+def _fill(record: Record, made: list, infos: list[dict], leaves: list, returned, recording: Recording, frames: tuple,
+          condition: tuple, loops: tuple) -> None:
     positions = {id(node): index for index, node in enumerate(made)}
     arguments = {id(leaf): index for index, leaf in enumerate(leaves)}
 
@@ -198,14 +212,14 @@ def _fill(record: Record, evaluator, made: list, leaves: list, returned, recordi
         return _encode(value, positions, arguments)
 
     nodes = []
-    for node in made:
+    for node, node_info in zip(made, infos):
         # Nodes made by `Evaluator.new` inside a loop, or while a call is recorded, hold the loops (the caller's
         # first; none: an empty tuple), others no loops at all.
-        node_loops = node.info.get("loops")
+        node_loops = node_info.get("loops")
         if node.frames[:len(frames)] != frames or node.condition[:len(condition)] != condition \
                 or node_loops is not None and node_loops[:len(loops)] != loops:
             raise NotShared
-        info = {name: encode(value) for name, value in node.info.items() if name != "loops"}
+        info = {name: encode(value) for name, value in node_info.items() if name != "loops"}
         nodes.append((node.op, tuple(encode(parent) for parent in node.inputs), node.place,
                       node.frames[len(frames):], node.condition[len(condition):],
                       None if node_loops is None else node_loops[len(loops):], info))
@@ -215,10 +229,6 @@ def _fill(record: Record, evaluator, made: list, leaves: list, returned, recordi
     record.events = [(event[0], event[1], [encode(node) for node in event[2]]) if event[0] == "outputs" else
                      (event[0], encode(event[1]), event[2]) if event[0] == "mark" else event
                      for event in recording.events]
-    record.modules, record.functions = frozenset(recording.modules), frozenset(recording.functions)
-    record.depth = recording.depth - scope.depth if recording.depth >= 0 else -1
-    record.classes = frozenset(recording.classes)
-    record.inlines = dict(recording.inlines)
 
 
 def _encode(value, positions: dict[int, int], arguments: dict[int, int]):
@@ -306,8 +316,8 @@ def _replay(evaluator, record: Record, given: list, inner, scope):
         if own_loops is not None:
             values["loops"] = loops + own_loops
         if shift and own_condition:
-            own_condition = tuple((test + shift, branch) if type(test) is int and first <= test < last else (test, branch)
-                                  for test, branch in own_condition)
+            own_condition = tuple((test + shift, branch) if type(test) is int and first <= test < last
+                                  else (test, branch) for test, branch in own_condition)
         node = Node(op, parents, place, frames + own_frames, condition + own_condition, values, [])
         for parent in parents:
             parent.users.append(node)
