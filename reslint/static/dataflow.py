@@ -187,6 +187,13 @@ class Evaluator:
         # RL103's second look at a root: `mask is None` on a forward argument that defaults to None is left
         # undecided (both branches), so the ordinary call without it is in the graph too.
         self.optional_inputs_undecided = False
+        # The root called as a user calls it: a forward argument that defaults to None is None (see
+        # engine's `_default_call`), where the first look takes it as given.
+        self.optional_inputs_default = False
+        # Whether the first look took an optional argument as given where the call without it binds a name to
+        # another value as it is (`if residual is None: residual = x`): only then may the default call's stream
+        # differ, and the engine looks at that call too.
+        self.default_call_aliases = False
         # RL103's look through registry loaders of this file's models (`self.encoder = AutoModel.from_config(
         # config.encoder_config)`): (class, attribute) -> the class of the file the registry builds.
         self.loaded_modules: dict[tuple[str, str], str] = {}
@@ -203,6 +210,7 @@ class Evaluator:
         """`spec`: how the class is built (its constructor arguments); its own defaults without one."""
         memo = self.plain_evaluations
         if memo is None or spec is not None or self.assumptions or self.optional_inputs_undecided \
+                or self.optional_inputs_default \
                 or self.loaded_modules or self.graph.nodes or self.index.classes.get(info.name) is not info:
             return self._evaluate_class(info, spec)
         if not self.for_classification:
@@ -233,12 +241,16 @@ class Evaluator:
         self.root = self_value
         scope = Scope(info, self_value, (Frame("module", info.name),), ())
         args = [self_value] + self._fresh_params(forward, scope, skip_self=True)
-        for param, arg in zip((list(forward.params.posonly_params) + list(forward.params.params))[1:], args[1:]):
+        for position, param in enumerate((list(forward.params.posonly_params) + list(forward.params.params))[1:], 1):
             if type(param.default) is cst.Name and param.default.value == "None":
-                arg.info["optional"] = True
+                if self.optional_inputs_default:
+                    args[position] = Const(None)
+                else:
+                    args[position].info["optional"] = True
         result = self.returned = self._run_function(forward, scope, args, {})
         for node in self._nodes_of(result):
             self.graph.outputs.append(node)
+        self.graph.default_call_differs = self.default_call_aliases
         return self.graph
 
     def evaluate_function(self, func: cst.FunctionDef, owner: str = "") -> Graph:
@@ -514,6 +526,9 @@ class Evaluator:
 
     def _run_if(self, statement: cst.If, scope: Scope) -> bool:
         decided = self.fold_condition(statement.test, scope)
+        if decided is not None and not self.default_call_aliases and self._tests_optional_input(statement.test, scope):
+            skipped = statement.body if decided is False else statement.orelse
+            self.default_call_aliases = _binds_a_name_to_a_name(skipped)
         if decided is True:
             return self._run_block(statement.body, scope)
         if decided is False:
@@ -724,6 +739,15 @@ class Evaluator:
         if key not in self.graph.stack_iterations:
             self.graph.stack_iterations[key] = self.position(where)
 
+    def _tests_optional_input(self, test, scope: Scope) -> bool:
+        """`name is None` / `name is not None` on a forward argument of the root that defaults to None."""
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Name:
+            return False
+        comparison = test.comparisons[0]
+        value = scope.env.get(test.left.value)
+        return type(comparison.operator) in (cst.Is, cst.IsNot) and type(comparison.comparator) is cst.Name \
+            and comparison.comparator.value == "None" and isinstance(value, Node) and bool(value.info.get("optional"))
+
     def _constructor_arg(self, spec: ModuleSpec, info: ClassInfo, name: str):
         init = info.methods.get("__init__")
         if init is None:
@@ -899,6 +923,8 @@ class Evaluator:
 
     def eval_IfExp(self, expr: cst.IfExp, scope):
         decided = self.fold_condition(expr.test, scope)
+        if decided is not None and not self.default_call_aliases and self._tests_optional_input(expr.test, scope):
+            self.default_call_aliases = type(expr.body if decided is False else expr.orelse) is cst.Name
         if decided is True:
             return self.eval(expr.body, scope)
         if decided is False:
@@ -1656,6 +1682,23 @@ def _activation_lookup(expr) -> bool:
 
 
 COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def _binds_a_name_to_a_name(block) -> bool:
+    """Whether an `if` branch (a block, an `else`, an `elif`) holds `name = other_name` among its statements."""
+    if type(block) is cst.Else:
+        block = block.body
+    if type(block) is cst.If:
+        return _binds_a_name_to_a_name(block.body) or _binds_a_name_to_a_name(block.orelse)
+    if type(block) is cst.SimpleStatementSuite:  # `if residual is None: residual = x`
+        smalls = list(block.body)
+    elif type(block) is cst.IndentedBlock:
+        smalls = [small for statement in block.body if type(statement) is cst.SimpleStatementLine
+                  for small in statement.body]
+    else:
+        return False
+    return any(type(small) is cst.Assign and type(small.value) is cst.Name
+               and all(type(target.target) is cst.Name for target in small.targets) for small in smalls)
 
 
 def _optional_input(node: Node) -> bool:

@@ -108,6 +108,7 @@ class StaticExtractor:
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
         self.norm_kinds_seen = norm_kinds
+        self.built_as_elsewhere: set[int] = set()  # ids of graphs evaluated with another file's constructor arguments
         self.ordinary_calls: dict[tuple, Graph | None] = {}  # RL103: (root, assumed flags) -> graph without optional inputs
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
@@ -221,6 +222,7 @@ class StaticExtractor:
                 graph = evaluator.evaluate_class(info, spec)
             except BudgetExceeded:
                 return True
+            self.built_as_elsewhere.add(id(graph))  # its default call would drop how it is built
             yield graph, (), ""
         return bool(specs)
 
@@ -234,7 +236,20 @@ class StaticExtractor:
             return
         for norm in find_hand_written_norms(graph):
             self._add_hand_norm(self._hand_written_fact(norm, norm_role(norm, graph, model_inputs=not consumed)))
-        for residual in find_residuals(graph, self.index):
+        residuals = find_residuals(graph, self.index)
+        self._collect_residuals(residuals, assumed, root)
+        if root and graph.default_call_differs and id(graph) not in self.built_as_elsewhere:
+            default_call = self._default_call(root, assumed)
+            if default_call is not None:
+                self._collect_residuals(find_residuals(default_call, self.index), assumed, root)
+        self._collect_stream_ends(graph, root, consumed, assumed)
+        for key, where in graph.stack_iterations.items():
+            self.iterations.setdefault(key, where)
+        for chain in self._linear_chains(graph):
+            self.chains.setdefault((chain.span.line, chain.span.column), chain)
+
+    def _collect_residuals(self, residuals, assumed: tuple, root: str) -> None:
+        for residual in residuals:
             fact = self._residual_fact(residual, assumed)
             key = (fact.span.line, fact.span.column, fact.stack, fact.condition)
             self.residual_facts[key] = _prefer(self.residual_facts.get(key), fact)
@@ -245,11 +260,23 @@ class StaticExtractor:
             else:
                 self.standalone[key] = False
                 self.in_context.update((fact.block, key[:2]))
-        self._collect_stream_ends(graph, root, consumed, assumed)
-        for key, where in graph.stack_iterations.items():
-            self.iterations.setdefault(key, where)
-        for chain in self._linear_chains(graph):
-            self.chains.setdefault((chain.span.line, chain.span.column), chain)
+
+    def _default_call(self, root: str, assumed: tuple) -> Graph | None:
+        """`root` called as a user calls it, every forward argument that defaults to None left out: the first
+        look takes such an argument as given, so `if residual is None: residual = x` (TFT's gated residual
+        network) or `skip = torch.cat((x, tgt))` only when `tgt` is passed hid the identity stream. Its
+        residuals join the first look's: an add found either way stands."""
+        evaluator = self._evaluator(self.norm_kinds_seen)
+        evaluator.assumptions = {flag: value == 0 for (kind, flag), value in assumed if kind == "flag"}
+        evaluator.optional_inputs_default = True
+        # A second look only: it neither spends the file's work budget nor reports where it ran out (RL904).
+        steps, hits = evaluator.budget.steps, dict(evaluator.budget.hits)
+        try:
+            return evaluator.evaluate_class(self.index.classes[root])
+        except BudgetExceeded:
+            return None
+        finally:
+            evaluator.budget.steps, evaluator.budget.hits = steps, hits
 
     def _collect_stream_ends(self, graph: Graph, root: str, consumed: bool, assumed: tuple = ()) -> None:
         """RL103: whether each stack's stream, and each imported class's output, is normalised before `root`'s

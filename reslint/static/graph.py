@@ -84,6 +84,9 @@ class Graph:
         self.stack_outputs: dict[str, list[Node]] = {}
         # stack key -> (line, column) where forward runs the blocks
         self.stack_iterations: dict[str, tuple[int, int]] = {}
+        # The root's forward took an argument that defaults to None as given where the call without it would
+        # bind another value in its place (`if residual is None: residual = x`): see engine's `_default_call`.
+        self.default_call_differs = False
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
         node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info, [])

@@ -169,6 +169,15 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
             if branches:
                 return _residual(add, skip_index, candidate, walked[:depth], branches, norms_by_source,
                                  projection=None)
+    # A skip chosen by a condition the engine left undecided (`if in_size != skip_size: skip = resample(skip)`):
+    # the stream is the alternative the branch reads. The other alternatives transform it, so the skip counts
+    # as projected (no width compared).
+    for skip_index, (skip_root, walked) in enumerate(stripped):
+        for alternative in _alternatives(skip_root):
+            branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, alternative, True)
+                        and not _side_input(alternative, term, add)]
+            if branches:
+                return _residual(add, skip_index, alternative, walked, branches, norms_by_source, projection=[])
     # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of its
     # own (a dropout ends a branch), then the one through fewer projections, then the first.
     found = []
@@ -189,6 +198,20 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
         _, skip_index, source, walked, branches, projection = min(found, key=lambda candidate: candidate[0])
         return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=projection)
     return None
+
+
+def _alternatives(node: Node, limit: int = 8) -> list[Node]:
+    """The values a merge of undecided branches (`phi`) stands for, through nested merges and pass-through ops."""
+    if node.op != "phi":
+        return []
+    found, pending = [], list(node.inputs)
+    while pending and len(found) < limit:
+        current = root(pending.pop(0))
+        if current.op == "phi":
+            pending.extend(current.inputs)
+        elif current.op not in ("const", "attr") and current not in found:
+            found.append(current)
+    return found
 
 
 def _skip_path(skip_root: Node) -> list[Node]:

@@ -113,15 +113,16 @@ def _key(evaluator, memo, info, spec, args, kwargs):
     aliases: dict[int, int] = {}
     try:
         optional = evaluator.optional_inputs_undecided
-        shape = (id(info), id(spec), tuple(_shape(value, aliases, found, optional) for value in args),
-                 tuple((name, _shape(value, aliases, found, optional)) for name, value in kwargs.items()), optional)
+        shape = (id(info), id(spec), tuple(_shape(value, aliases, found) for value in args),
+                 tuple((name, _shape(value, aliases, found)) for name, value in kwargs.items()), optional,
+                 evaluator.optional_inputs_default)
         hash(shape)
     except (NotShared, TypeError):
         return None
     return shape, found
 
 
-def _shape(value, aliases: dict[int, int], found: list, optional: bool):
+def _shape(value, aliases: dict[int, int], found: list):
     from reslint.static.dataflow import Const, Shape, SplitValue, TupleValue, Unknown, _optional_input  # a cycle
 
     kind = type(value)
@@ -132,15 +133,16 @@ def _shape(value, aliases: dict[int, int], found: list, optional: bool):
             index = aliases[id(value)] = len(found)
             found.append(value)
         if kind is TupleValue:
-            return ("t", index) + tuple(_shape(item, aliases, found, optional) for item in value.items)
+            return ("t", index) + tuple(_shape(item, aliases, found) for item in value.items)
         if kind is SplitValue:
-            return "split", index, _shape(value.node, aliases, found, optional)
+            return "split", index, _shape(value.node, aliases, found)
         if kind is Const:
             number = value.value
             return "c", index, type(number).__name__, repr(number) if type(number) is float else number
-        # What the evaluation reads of a tensor it is handed: whether it is an optional input (read only in RL103's
-        # look at the ordinary call), whether it is a callable activation.
-        return "n", index, optional and _optional_input(value), bool(value.info.get("activation"))
+        # What the evaluation reads of a tensor it is handed: whether it is an optional input of the root (a phi
+        # of one, for RL103's look at the ordinary call), whether it is a callable activation.
+        info = value.info
+        return "n", index, bool(info.get("optional")), _optional_input(value), bool(info.get("activation"))
     if kind is Unknown:
         return "u"
     if kind is Shape:
@@ -174,6 +176,9 @@ def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args
     graph = evaluator.graph
     start, if_start, steps = len(graph.nodes), evaluator.next_if, evaluator.budget.steps
     classified, unfinished, hits = evaluator.classification_steps, evaluator.read_unfinished, len(evaluator.budget.hits)
+    # Whether the root's call without its None-default arguments may differ: noted once per evaluation, by the first
+    # test that finds it out. A call that could have noted it (it was not noted before) and did not is recorded.
+    aliases_noted = evaluator.default_call_aliases
     condition = inner.condition  # the call's own `if c: return` extends its scope's condition as it runs
     recording = Recording()
     evaluator.recordings.append(recording)
@@ -183,6 +188,7 @@ def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args
         evaluator.recordings.pop()
     # A limit hit while recording: a replay would not note it again where a second look forgot it.
     if unfinished or evaluator.read_unfinished or len(evaluator.budget.hits) != hits \
+            or aliases_noted or evaluator.default_call_aliases \
             or recording.depth >= MAX_INLINE_DEPTH or _collides(inner.frames, recording.modules, recording.functions) \
             or any(evaluator.inlined.get(function, 0) > MAX_INLINES_PER_FUNCTION for function in recording.inlines):
         return returned
