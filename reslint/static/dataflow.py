@@ -155,6 +155,7 @@ class PlainEvaluations:
         self.classifying: set[str] = set()  # classes whose norm classification is under way
         self.rooted: set[str] = set()  # classes evaluated as roots
         self.inlined: dict[tuple, object] = {}  # a submodule's inlined call -> its record (shared_inlines)
+        self.held: dict[Node, dict] = {}  # a recorded node -> its info when its innermost recorded call ended
         # The classes other classes build (None: any): only they may be classified after their root evaluation,
         # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
         self.built = built

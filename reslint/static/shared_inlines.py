@@ -101,7 +101,7 @@ def inlined_forward(evaluator, info, spec, forward, inner, self_value, args: lis
             break
     else:
         if len(records) < MAX_RECORDS_PER_CALL:
-            return _recorded(evaluator, records, leaves, forward, inner, self_value, args, kwargs, scope)
+            return _recorded(evaluator, memo, records, leaves, forward, inner, self_value, args, kwargs, scope)
     return evaluator._run_function(forward, inner, [self_value] + list(args), dict(kwargs))
 
 
@@ -171,7 +171,7 @@ def _fits(evaluator, memo, record: Record, inner, scope) -> bool:
     return all(name in kinds and name not in memo.classifying for name in record.classes)
 
 
-def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args, kwargs, scope):
+def _recorded(evaluator, memo, records: list, leaves, forward, inner, self_value, args, kwargs, scope):
     from reslint.static.dataflow import MAX_INLINE_DEPTH, MAX_INLINES_PER_FUNCTION
     graph = evaluator.graph
     start, if_start, steps = len(graph.nodes), evaluator.next_if, evaluator.budget.steps
@@ -194,9 +194,11 @@ def _recorded(evaluator, records: list, leaves, forward, inner, self_value, args
         return returned
     record = Record()
     made = graph.nodes[start:]
-    # What the nodes hold now: the caller may mark them later.
-    record.made = (made, [dict(node.info) for node in made], leaves, returned, recording, inner.frames, condition,
-                   evaluator.loops)
+    # What the nodes hold now (the caller may mark them later), kept once per node: a node of a call recorded inside
+    # this one keeps what it held when that call ended, this record's marks on it are among its events.
+    held = memo.held
+    infos = [held.get(node) or held.setdefault(node, dict(node.info)) for node in made]
+    record.made = (made, infos, leaves, returned, recording, inner.frames, condition, evaluator.loops)
     record.modules, record.functions = frozenset(recording.modules), frozenset(recording.functions)
     record.depth = recording.depth - scope.depth if recording.depth >= 0 else -1
     record.classes = frozenset(recording.classes)
