@@ -485,3 +485,233 @@ def test_plain_evaluations_kept_for_the_run_give_the_engines_findings(fast, monk
         assert analysed(path) == expected, path
         findings += len(expected[0])
     assert findings > 50
+
+
+# ----- a submodule's inlined call recorded once per file and replayed (static/shared_inlines.py) -----
+
+def evaluated_alone(evaluator, info, spec, forward, inner, self_value, args, kwargs, scope):
+    """The plain way: every inlined call evaluated where it comes."""
+    return evaluator._run_function(forward, inner, [self_value] + list(args), dict(kwargs))
+
+
+def graph_signature(graph, evaluator) -> tuple:
+    """Everything a graph holds, nodes by their position in it (loops: none and an empty tuple are alike)."""
+    from functools import partial
+
+    import libcst as cst
+
+    from reslint.static.graph import Node
+
+    position = {id(node): index for index, node in enumerate(graph.nodes)}
+
+    def value(item):
+        if isinstance(item, Node):
+            return "node", position.get(id(item), "not in the graph")
+        if isinstance(item, (list, tuple)):
+            return type(item).__name__, tuple(value(part) for part in item)
+        if isinstance(item, dict):
+            return "dict", tuple((name, value(part)) for name, part in item.items())
+        if isinstance(item, dataflow.TupleValue):
+            return type(item).__name__, value(item.items)
+        if isinstance(item, dataflow.Const):
+            return "const", repr(item.value)
+        if isinstance(item, partial):
+            return "text", value(item())
+        if isinstance(item, cst.CSTNode):
+            return "code", id(item)  # one parsed module for both evaluations
+        if isinstance(item, (str, int, float, bool, type(None))):
+            return item
+        return type(item).__name__, getattr(item, "name", ""), getattr(item, "attr", ""), getattr(item, "path", "")
+
+    nodes = tuple((node.op, node.position, node.frames, node.condition, value(node.inputs),
+                   tuple(sorted((name, value(part)) for name, part in node.info.items() if name != "loops")),
+                   tuple(node.info.get("loops", ())), value(node.users)) for node in graph.nodes)
+    return (nodes, value(graph.outputs), value(graph.stack_outputs), tuple(graph.stack_iterations.items()),
+            tuple(evaluator.undecided), tuple(evaluator.flag_defaults.items()), value(evaluator.returned))
+
+
+def evaluations(path: Path, module, monkeypatch) -> tuple[list, str]:
+    """Every evaluation of a class of the file in one engine run (in order) and the file's facts."""
+    seen = []
+    real = dataflow.Evaluator._evaluate_class
+
+    def recorded(self, info, spec=None):
+        graph = real(self, info, spec)
+        if self.index.module is module:  # not the project files' facts (the file itself, parsed there, included)
+            seen.append((info.name, graph_signature(graph, self)))
+        return graph
+
+    from reslint.project_index import ProjectIndex
+
+    ProjectIndex._shared.clear()  # each run reads the project afresh (the first would leave the other files' facts)
+    with monkeypatch.context() as patched:
+        patched.setattr(dataflow.Evaluator, "_evaluate_class", recorded)
+        facts = engine.extract_facts(str(path), module, text=path.read_text(encoding="utf-8"))
+    return seen, repr(facts)
+
+
+def test_replayed_inlined_calls_build_the_graphs_evaluating_each_call_builds(monkeypatch) -> None:
+    import libcst as cst
+
+    import reslint.static.shared_inlines as shared
+
+    replays = []
+    real_replay = shared._replay
+    monkeypatch.setattr(shared, "_replay", lambda *args: replays.append(1) or real_replay(*args))
+    compared = 0
+    for path in sample():
+        try:
+            module = cst.parse_module(path.read_text(encoding="utf-8"))
+        except (cst.ParserSyntaxError, UnicodeDecodeError):
+            continue
+        shared_run = evaluations(path, module, monkeypatch)
+        with monkeypatch.context() as patched:
+            patched.setattr(dataflow, "inlined_forward", evaluated_alone)
+            alone = evaluations(path, module, monkeypatch)
+        assert shared_run[1] == alone[1], path
+        assert [name for name, _ in shared_run[0]] == [name for name, _ in alone[0]], path
+        for (name, signature), (_, expected) in zip(shared_run[0], alone[0]):
+            assert signature == expected, (path, name)
+        compared += len(alone[0])
+    assert compared > 800 and len(replays) > 100, (compared, len(replays))
+
+
+BACKBONE_AND_HEADS = '''
+import torch.nn as nn
+
+
+class Layer(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, x, mask=None):
+        if mask is not None:
+            x = x * mask
+        return x + self.ff(self.norm(x))
+
+
+class Encoder(nn.Module):
+    def __init__(self, dim, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(dim) for _ in range(depth)])
+
+    def forward(self, x, mask=None):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.encoder = Encoder(dim, 4)
+        self.final = nn.LayerNorm(dim)
+
+    def forward(self, x, mask=None):
+        return self.final(self.encoder(x, mask))
+
+
+class ForTagging(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.model = Model(dim)
+        self.head = nn.Linear(dim, 9)
+
+    def forward(self, x, mask=None):
+        return self.head(self.model(x, mask))
+
+
+class ForClasses(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.model = Model(dim)
+        self.head = nn.Linear(dim, 2)
+
+    def forward(self, x, mask=None):
+        return self.head(self.model(x, mask)[:, 0])
+'''
+
+
+def forwards_run(tmp_path: Path, monkeypatch) -> dict[str, int]:
+    """How often each class's forward body is evaluated in one engine run of BACKBONE_AND_HEADS."""
+    import collections
+
+    import libcst as cst
+
+    path = tmp_path / "heads.py"
+    path.write_text(BACKBONE_AND_HEADS, encoding="utf-8")
+    runs: collections.Counter = collections.Counter()
+    real = dataflow.Evaluator._run_function
+
+    def counted(self, func, scope, args, kwargs):
+        if func.name.value == "forward":
+            runs[scope.cls.name] += 1
+        return real(self, func, scope, args, kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(dataflow.Evaluator, "_run_function", counted)
+        engine.extract_facts(str(path), cst.parse_module(BACKBONE_AND_HEADS), text=BACKBONE_AND_HEADS)
+    return dict(runs)
+
+
+def test_a_backbone_inlined_in_every_head_is_evaluated_once_per_call_shape(tmp_path, monkeypatch) -> None:
+    # Roots: Layer, Encoder, Model, ForTagging, ForClasses; RL103 looks again at Encoder's ordinary call (optional
+    # inputs undecided: another call shape). Layer's forward runs as its root, inlined in Encoder's root and in
+    # Encoder's ordinary call; Encoder's as its root, its ordinary call and inlined in Model's root. Model's forward
+    # runs as its root and in each head (two constructions: two calls). Every other inlining of Layer
+    # and Encoder (in Model's root, in each head's) is a replay: evaluated alone, Layer runs 6 times, Encoder 5.
+    shared = forwards_run(tmp_path, monkeypatch)
+    monkeypatch.setattr(dataflow, "inlined_forward", evaluated_alone)
+    alone = forwards_run(tmp_path, monkeypatch)
+    assert alone["Layer"] > shared["Layer"] and alone["Encoder"] > shared["Encoder"], (shared, alone)
+    assert shared == {"Layer": 3, "Encoder": 3, "Model": 3, "ForTagging": 1, "ForClasses": 1}, shared
+    assert alone == {"Layer": 6, "Encoder": 5, "Model": 3, "ForTagging": 1, "ForClasses": 1}, alone
+
+
+ONE_BLOCK_TWO_WAYS = '''
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, x, pre_norm=True, gate=None):
+        if gate is not None:
+            x = x * gate
+        if pre_norm:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+
+
+class Net(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.block = Block(dim)
+
+    def forward(self, x, gate):
+        x = self.block(x, True)
+        x = self.block(x, False)
+        x = self.block(x, gate=x)
+        return self.block(x, gate=gate)
+'''
+
+
+def test_a_call_with_other_constants_or_other_tensors_is_evaluated_not_replayed(tmp_path, monkeypatch) -> None:
+    # One submodule called with `pre_norm` True, then False (a Post-LN add), then gated by the stream itself, then
+    # by another tensor: four call shapes, none the replay of another.
+    import libcst as cst
+
+    path = tmp_path / "two_ways.py"
+    path.write_text(ONE_BLOCK_TWO_WAYS, encoding="utf-8")
+    module = cst.parse_module(ONE_BLOCK_TWO_WAYS)
+    shared = evaluations(path, module, monkeypatch)
+    monkeypatch.setattr(dataflow, "inlined_forward", evaluated_alone)
+    alone = evaluations(path, module, monkeypatch)
+    assert shared == alone
+    facts = engine.extract_facts(str(path), module, text=ONE_BLOCK_TWO_WAYS)
+    assert sorted((add.span.line, add.placement) for add in facts.residuals) == [(15, "pre"), (16, "post")]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import count
 
 import libcst as cst
 
 from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static import torch_api
+from reslint.static.shared_inlines import inlined_forward
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
 from reslint.static.chained_defaults import parameter_value
@@ -156,6 +156,8 @@ class PlainEvaluations:
         self.graphs: dict[int, tuple] = {}
         self.classifying: set[str] = set()  # classes whose norm classification is under way
         self.rooted: set[str] = set()  # classes evaluated as roots
+        self.inlined: dict[tuple, object] = {}  # a submodule's inlined call -> its record (shared_inlines)
+        self.held: dict[Node, dict] = {}  # a recorded node -> its info when its innermost recorded call ended
         # The classes other classes build (None: any): only they may be classified after their root evaluation,
         # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
         self.built = built
@@ -176,7 +178,8 @@ class Evaluator:
         self.positions = positions
         self.path = path
         self.graph = Graph()
-        self.if_ids = count(1)
+        self.next_if = 1  # the number the next undecided `if` takes in the nodes' conditions
+        self.recordings: list = []  # the inlined calls being recorded (shared_inlines), innermost last
         self.loops: tuple[int, ...] = ()  # the loops (ids of their statements) being evaluated
         self.norm_class_kinds: dict[str, str | None] = {}
         # Values assumed for configuration flags (`self.normalize_before`) that do not fold, so that
@@ -277,22 +280,21 @@ class Evaluator:
     # ----- helpers -----------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        start = self.positions.line_column(node)
-        return (start[0], start[1] + 1) if start is not None else (0, 0)
+        return _position(self.positions, node)
 
     def place(self, node: cst.CSTNode):
-        """`position(node)`, found when a graph node's place is first read."""
-        return partial(self.position, node)
+        """`position(node)`, found when a graph node's place is first read (not bound to this evaluator: a
+        recorded call's nodes outlive it)."""
+        return partial(_position, self.positions, node)
 
     def code(self, node: cst.CSTNode) -> str:
-        plain = _plain_dotted_name(node)
-        return plain if plain is not None else self.positions.code(node).strip()
+        return _code(self.positions, node)
 
     def _read_unseen(self, expr, scope: Scope) -> None:
         """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
         for name in _names_in(expr):
             for node in self._nodes_of(scope.env.get(name)):
-                node.info["read_unseen"] = True
+                self.mark(node, "read_unseen")
 
     def _nodes_of(self, value) -> list[Node]:
         if isinstance(value, Node):
@@ -325,7 +327,7 @@ class Evaluator:
         return self.graph.add("const", (), place, scope.frames, scope.condition, value=None)
 
     def new(self, op: str, inputs, where: cst.CSTNode, scope: Scope, **info) -> Node:
-        if self.loops:
+        if self.loops or self.recordings:  # recorded: an empty tuple tells a replay inside a loop to add it
             info.setdefault("loops", self.loops)
         return self.graph.add(op, inputs, self.place(where), scope.frames, scope.condition, **info)
 
@@ -483,7 +485,7 @@ class Evaluator:
         if type(small) is cst.Expr and not self._appended(small.value, scope):
             result = self.eval(small.value, scope)
             if isinstance(result, Node):
-                result.info["dropped"] = True  # `self.states.append(x)`: the call keeps x somewhere unseen
+                self.mark(result, "dropped")  # `self.states.append(x)`: the call keeps x somewhere unseen
         return True
 
     def _appended(self, call, scope: Scope) -> bool:
@@ -581,7 +583,8 @@ class Evaluator:
         flag = self.flag_of(test, scope)
         if flag is not None:
             return ("flag", flag[0]), flipped ^ flag[3]
-        return next(self.if_ids), 0
+        self.next_if += 1
+        return self.next_if - 1, 0
 
     def flag_of(self, test, scope: Scope):
         """The configuration flag a condition reads: (identity, value or UNKNOWN, configurable, negated), or None.
@@ -708,14 +711,15 @@ class Evaluator:
         flag = self.flag_of(test, scope)
         if flag is not None:
             key, value, configurable, negated = flag
+            for recording in self.recordings:
+                recording.flags.add(key)
             if key in self.assumptions:
                 return self.assumptions[key] ^ bool(negated)
             if value is UNKNOWN:
-                if key not in self.undecided:
-                    self.undecided.append(key)
+                self.undecided_flag(key)
                 return None
             if configurable:
-                self.flag_defaults.setdefault(key, bool(value))
+                self.flag_default(key, bool(value))
             return bool(value) ^ bool(negated)
         if type(test) is cst.Comparison and len(test.comparisons) == 1:
             comparison = test.comparisons[0]
@@ -730,6 +734,35 @@ class Evaluator:
                 if isinstance(left, (ModRef, Node)):
                     return type(comparison.operator) is not cst.Is
         return None
+
+    # What an evaluation does beyond adding nodes, also told to the inlined calls being recorded (shared_inlines).
+
+    def mark(self, node: Node, name: str) -> None:
+        for recording in self.recordings:
+            recording.events.append(("mark", node, name))
+        node.info[name] = True
+
+    def undecided_flag(self, key: str) -> None:
+        for recording in self.recordings:
+            recording.events.append(("undecided", key))
+        if key not in self.undecided:
+            self.undecided.append(key)
+
+    def flag_default(self, key: str, value: bool) -> None:
+        for recording in self.recordings:
+            recording.events.append(("default", key, value))
+        self.flag_defaults.setdefault(key, value)
+
+    def stack_outputs(self, key: str, nodes: list) -> None:
+        for recording in self.recordings:
+            recording.events.append(("outputs", key, list(nodes)))
+        self.graph.stack_outputs.setdefault(key, []).extend(nodes)
+
+    def stack_iteration(self, key: str, where: cst.CSTNode) -> None:
+        for recording in self.recordings:
+            recording.events.append(("iteration", key, where))
+        if key not in self.graph.stack_iterations:
+            self.graph.stack_iterations[key] = self.position(where)
 
     def _tests_optional_input(self, test, scope: Scope) -> bool:
         """`name is None` / `name is not None` on a forward argument of the root that defaults to None."""
@@ -767,7 +800,7 @@ class Evaluator:
         if key:  # the stream a block hands to the next: the values the body carries over
             carried = [value for name, value in scope.env.items()
                        if name in before and value is not before[name] and isinstance(value, Node)]
-            self.graph.stack_outputs.setdefault(key, []).extend(carried)
+            self.stack_outputs(key, carried)
 
     def iteration_element(self, iterable, where, scope: Scope):
         if isinstance(iterable, ModRef) and iterable.spec.kind == "container":
@@ -787,8 +820,8 @@ class Evaluator:
 
     def _note_iteration(self, ref: ModRef, where) -> None:
         key = self.stack_key(ref)
-        if key and key not in self.graph.stack_iterations:
-            self.graph.stack_iterations[key] = self.position(where)
+        if key:
+            self.stack_iteration(key, where)
 
     def stack_key(self, ref: ModRef) -> str:
         spec = ref.spec
@@ -1104,11 +1137,8 @@ class Evaluator:
         if operator != "add":  # only residual adds show their terms; rendering each level of a chain is quadratic
             return self.new(operator, inputs, where, scope)
         # the terms' text, read only for the adds that are residual connections (see Residual.terms)
-        texts = partial(self._codes, [term for _, term in operands])
+        texts = partial(_codes, self.positions, [term for _, term in operands])
         return self.new(operator, inputs, where, scope, terms=texts)
-
-    def _codes(self, nodes: list) -> list[str]:
-        return [self.code(node) for node in nodes]
 
     def _scale_factor(self, value, scope: Scope):
         """A number stored from a constructor argument (`self.alpha = alpha`, indexed as a possible module):
@@ -1197,6 +1227,10 @@ class Evaluator:
 
     def inline(self, func: cst.FunctionDef, owner: SelfRef | None, args, kwargs, where, scope: Scope):
         self.inlined[id(func)] = self.inlined.get(id(func), 0) + 1
+        for recording in self.recordings:
+            recording.functions.add(func.name.value)
+            recording.depth = max(recording.depth, scope.depth)
+            recording.inlines[id(func)] = recording.inlines.get(id(func), 0) + 1
         if self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION:
             self.budget.hit("inlining fan-out", *self.position(where))
         if scope.depth >= MAX_INLINE_DEPTH or self.inlined[id(func)] > MAX_INLINES_PER_FUNCTION or any(
@@ -1230,7 +1264,7 @@ class Evaluator:
                                             scope, stack_key=key))
         if key:
             for result in results:
-                self.graph.stack_outputs.setdefault(key, []).extend(self._nodes_of(result)[:1])
+                self.stack_outputs(key, self._nodes_of(result)[:1])
         nodes = [n for r in results for n in self._nodes_of(r)[:1]]
         if len(results) == 1 or not nodes:
             return results[0]
@@ -1247,6 +1281,10 @@ class Evaluator:
             # statement to read it costs more than the inlining)
             info = self.index.classes[spec.name]
             norm_kind = self.norm_class_kind(info)
+            for recording in self.recordings:
+                recording.classes.add(info.name)
+                recording.modules.add(info.name)
+                recording.depth = max(recording.depth, scope.depth)
             data = self._data_args(args, kwargs)
             if norm_kind is not None:
                 return self.new("norm", data[:1], where, scope, norm_kind=norm_kind, name=self._call_name(ref, where),
@@ -1260,7 +1298,7 @@ class Evaluator:
                 frames = frames + (Frame("stack", info.name, stack_key),)
             frames = frames + (Frame("module", info.name),)
             inner = Scope(info, SelfRef(info, spec), frames, scope.condition, depth=scope.depth + 1)
-            result = self._run_function(forward, inner, [SelfRef(info, spec)] + list(args), dict(kwargs))
+            result = inlined_forward(self, info, spec, forward, inner, SelfRef(info, spec), args, kwargs, scope)
             if not self._nodes_of(result) and data:
                 return self.new("module", data, where, scope, name=self._call_name(ref, where), module_class=info.name)
             return result
@@ -1319,8 +1357,8 @@ class Evaluator:
             if member in torch_api.WIDTH_PRESERVING_MODULES:
                 if member in ("TransformerEncoder", "TransformerDecoder") and spec.owner is not None:
                     key = f"{spec.owner.name}.{spec.attr}"
-                    self.graph.stack_outputs.setdefault(key, []).append(node)
-                    self.graph.stack_iterations.setdefault(key, self.position(where))
+                    self.stack_outputs(key, [node])
+                    self.stack_iteration(key, where)
                 if member == "MultiheadAttention":
                     # returns (output, weights)
                     weights = self.new("pass", (node,), where, scope, name="attn_weights", width_changing=True)
@@ -1499,6 +1537,20 @@ def evaluate_returns(index: FileIndex, path: str, info: ClassInfo):
         return None
     returned = evaluator.returned
     return graph, returned.items if isinstance(returned, TupleValue) else (returned,)
+
+
+def _position(positions: SourceMap, node: cst.CSTNode) -> tuple[int, int]:
+    start = positions.line_column(node)
+    return (start[0], start[1] + 1) if start is not None else (0, 0)
+
+
+def _code(positions: SourceMap, node: cst.CSTNode) -> str:
+    plain = _plain_dotted_name(node)
+    return plain if plain is not None else positions.code(node).strip()
+
+
+def _codes(positions: SourceMap, nodes: list) -> list[str]:
+    return [_code(positions, node) for node in nodes]
 
 
 def _plain_dotted_name(node) -> str | None:
