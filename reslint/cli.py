@@ -455,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if argv is None and "torch" in sys.modules:
         # Only as the console script: a caller that hands main its own arguments may catch SystemExit.
         exit_without_teardown(status)
+    reslint.runner.thaw_collector()
     sys.exit(status)
 
 

@@ -342,6 +342,15 @@ def settle_collector() -> None:
         gc.freeze()
 
 
+def thaw_collector() -> None:
+    """Before Python's own exit: what settle_collector froze goes back to the collector, so that the exit's
+    collection finalises its cycles as it would have (a finalizer in a frozen cycle would never run)."""
+    import gc
+
+    if own_process:
+        gc.unfreeze()
+
+
 def new_project_run() -> None:
     """The project index looks at each project file once per run (see ProjectIndex.new_run)."""
     from reslint.project_index import ProjectIndex

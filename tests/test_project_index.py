@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -306,6 +307,12 @@ KWARGS_DEFAULTS_FINDINGS = [
      for variant in ("post", "raises", "warmup")
      for line, layer in ((19, "FeedForward"), (54, "DecoderLayer"))]
 STATIC_FINDINGS += KWARGS_DEFAULTS_FINDINGS
+# flag_chain pins its findings in its golden files (tests/test_flag_chain.py checks them file by file): the
+# whole-project run reports the same.
+STATIC_FINDINGS += [(f"flag_chain/{golden.stem}.py", int(line), code, message)
+                    for golden in sorted((REPO_ROOT / "fixtures/project/flag_chain").glob("*.expected"))
+                    for line, code, message in re.findall(r"^(\d+):\d+ (RL\d+) (.*)$", golden.read_text(encoding="utf-8"),
+                                                           re.M)]
 # A layer Post-LN by its own default is placed as the stacks of other files build it (the encoder's layers
 # above, and rl101_built_pre's EncoderLayer, are Pre-LN there); a skip scaled by alpha=1.0 is no DeepNorm.
 # espnet2's transducer attention: a score method chosen in __init__, softmax over q @ k written by hand.
@@ -345,6 +352,17 @@ TRACED_FINDINGS += [
     # stand-ins): its traced BatchNorm1d is at the place the block takes its convolution module.
     ("rl201_chosen_score/conformer.py", 10, "RL201", sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION)),
 ]
+# flag_chain: the trace finds NormedBlock's Post-LN where the stacks build it (use_norm=True, model.py's default);
+# the lightning wrapper's keyword dict comes from the estimator's `self`, which nothing builds (reslint's limit: info).
+TRACED_FINDINGS += [(f"flag_chain/{path}", line, "RL101",
+                     f"`NormedBlock` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}")
+                    for path, line in (("model.py", 23), ("stacks.py", 24))]
+TRACED_FINDINGS += [("flag_chain/patch_lightning.py", 8, "RL902",
+                     "cannot build PatchLightningModule: the arguments at fixtures/project/flag_chain/patch_estimator.py:16 "
+                     "cannot be read without running the project's code: `{'d_model': self.d_model, 'nhead': self.nhead, "
+                     "'dim_feedforward': self.dim_feedforward, 'num_encoder_layers': self.num_encoder_layers, "
+                     "'norm_first': self.norm_first}`: the parameter `self` of `create_lightning_module()` gets no value "
+                     "reslint can read; pass --model FILE:EXPR to build it yourself; static findings are still reported")]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
 # helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, stats_function)
 # must stay silent.

@@ -248,16 +248,21 @@ def test_a_source_is_freed_as_soon_as_it_is_dropped() -> None:
 # Wave 9: a static check's files are each checked with the collector paused; after each, one young collection
 # and what survives frozen (runner.settle_collector), in reslint's own processes only.
 LEAK_CHECK = """
-import atexit, gc, sys
+import gc, sys
+import reslint.runner
 
-def frozen_cycles():
+thaw = reslint.runner.thaw_collector
+
+def frozen_cycles():  # what the console script froze, looked at just before it thaws it for Python's exit
     frozen = gc.get_freeze_count()
     gc.collect()  # what the check left unreachable and did not freeze
     gc.unfreeze()
     gc.set_debug(gc.DEBUG_SAVEALL)
     print("frozen", frozen, "cycles", gc.collect(), sorted({type(thing).__name__ for thing in gc.garbage})[:8])
+    gc.set_debug(0)
+    thaw()
 
-atexit.register(frozen_cycles)
+reslint.runner.thaw_collector = frozen_cycles
 gc.collect()
 sys.argv = ["reslint", "check", "--static", "--no-cache", "--jobs", "1", "--exit-zero", *sys.argv[1:]]
 from reslint.cli import main

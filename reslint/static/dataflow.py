@@ -16,6 +16,11 @@ import libcst as cst
 from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static import torch_api
 from reslint.static.shared_inlines import inlined_forward
+from reslint.static.values import (MAX_INLINE_DEPTH, MAX_INTEGER_BITS, MAX_SEQUENCE_LENGTH, MAX_STRING_LENGTH,
+                                   MAX_STEPS_PER_FILE, MAX_INLINES_PER_FUNCTION, SelfRef, ModRef, ElemRef, QualName,
+                                   Method, Function, Lambda, TensorMethod, TupleValue, Const, Shape, Unknown, SHAPE,
+                                   UNKNOWN_VALUE, ZipValue, EnumerateValue, SplitValue, RecordValue, DictValue,
+                                   optional_input)
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
 from reslint.static.chained_defaults import parameter_value
@@ -24,17 +29,6 @@ from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
                                   literal_number, small_power, string_value)
 
-MAX_INLINE_DEPTH = 12
-# The evaluator's budget: a checked file must not make it build huge values or do unbounded work
-# (`a = a * a` doubles an integer's size per line, `t = t + t` a tuple's length, helpers calling
-# the next one three times over 12 levels inline 3**12 calls). Going over a limit is reported (RL904).
-MAX_INTEGER_BITS = 4096
-MAX_SEQUENCE_LENGTH = 10_000
-MAX_STRING_LENGTH = 100_000
-MAX_STEPS_PER_FILE = 1_000_000  # expressions and statements evaluated, over every class of the file
-# Times one function may be inlined in one class's evaluation (transformers' largest files: 14);
-# beyond it, calls to it are opaque.
-MAX_INLINES_PER_FUNCTION = 200
 
 
 class BudgetExceeded(Exception):
@@ -59,77 +53,6 @@ class FileBudget:
         self.hits.setdefault(budget, LimitHit(budget, line, column))
 
 
-# ----- abstract values ------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class SelfRef:
-    cls: ClassInfo
-    spec: ModuleSpec | None
-
-
-@dataclass(eq=False)
-class ModRef:
-    spec: ModuleSpec
-    path: str  # "self.blocks"
-    stack_key: str = ""
-
-
-@dataclass(eq=False)
-class ElemRef:
-    container: ModRef
-    index: int | None
-
-
-@dataclass(eq=False)
-class QualName:
-    name: str  # "torch.nn.functional.relu"
-
-
-@dataclass(eq=False)
-class Method:
-    owner: SelfRef
-    func: cst.FunctionDef
-
-
-@dataclass(eq=False)
-class Function:
-    func: cst.FunctionDef
-
-
-@dataclass(eq=False)
-class Lambda:
-    node: cst.Lambda
-    closure: dict
-    scope: Scope
-
-
-@dataclass(eq=False)
-class TensorMethod:
-    target: Node
-    name: str
-
-
-@dataclass(eq=False)
-class TupleValue:
-    items: tuple
-
-
-@dataclass(eq=False)
-class Const:
-    value: object
-
-
-class Shape:
-    """A value derived only from a tensor's shape, device or dtype: not a data dependency."""
-
-
-class Unknown:
-    pass
-
-
-SHAPE = Shape()
-UNKNOWN_VALUE = Unknown()
 _ABSENT = object()  # a name a branch's environment does not hold
 
 
@@ -529,7 +452,7 @@ class Evaluator:
 
     def _run_if(self, statement: cst.If, scope: Scope) -> bool:
         decided = self.fold_condition(statement.test, scope)
-        if decided is not None and not self.default_call_aliases and self._tests_optional_input(statement.test, scope):
+        if decided is not None and not self.default_call_aliases and self._testsoptional_input(statement.test, scope):
             skipped = statement.body if decided is False else statement.orelse
             self.default_call_aliases = _binds_a_name_to_a_name(skipped)
         if decided is True:
@@ -729,7 +652,7 @@ class Evaluator:
                 if isinstance(left, Const):
                     is_none = left.value is None
                     return is_none if type(comparison.operator) is cst.Is else not is_none
-                if self.optional_inputs_undecided and isinstance(left, Node) and _optional_input(left):
+                if self.optional_inputs_undecided and isinstance(left, Node) and optional_input(left):
                     return None
                 if isinstance(left, (ModRef, Node)):
                     return type(comparison.operator) is not cst.Is
@@ -764,7 +687,7 @@ class Evaluator:
         if key not in self.graph.stack_iterations:
             self.graph.stack_iterations[key] = self.position(where)
 
-    def _tests_optional_input(self, test, scope: Scope) -> bool:
+    def _testsoptional_input(self, test, scope: Scope) -> bool:
         """`name is None` / `name is not None` on a forward argument of the root that defaults to None."""
         if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Name:
             return False
@@ -948,7 +871,7 @@ class Evaluator:
 
     def eval_IfExp(self, expr: cst.IfExp, scope):
         decided = self.fold_condition(expr.test, scope)
-        if decided is not None and not self.default_call_aliases and self._tests_optional_input(expr.test, scope):
+        if decided is not None and not self.default_call_aliases and self._testsoptional_input(expr.test, scope):
             self.default_call_aliases = type(expr.body if decided is False else expr.orelse) is cst.Name
         if decided is True:
             return self.eval(expr.body, scope)
@@ -1606,36 +1529,6 @@ def _group_member(stack: ModRef, position: int) -> ElemRef:
     return ElemRef(ModRef(spec, f"{stack.path}[i][{position}]"), None)
 
 
-@dataclass(eq=False)
-class ZipValue:
-    parts: tuple
-
-
-@dataclass(eq=False)
-class EnumerateValue:
-    inner: object
-
-
-class SplitValue(TupleValue):
-    """`x.chunk(2, -1)`: unpacking yields pieces of one tensor."""
-
-    def __init__(self, node: Node):
-        super().__init__((node, node))
-        self.node = node
-
-
-class RecordValue(TupleValue):
-    """A model-output object: positional items, plus the same values by field name."""
-
-    def __init__(self, args: list, fields: dict):
-        super().__init__(tuple(args) + tuple(fields.values()))
-        self.fields = fields
-
-
-class DictValue(RecordValue):
-    """A dict literal: its values by key; iterating or unpacking it gives keys, which the engine does not hold."""
-
-
 CONFIG_OBJECTS = CONFIG_OBJECT_NAMES
 
 
@@ -1724,12 +1617,6 @@ def _binds_a_name_to_a_name(block) -> bool:
         return False
     return any(type(small) is cst.Assign and type(small.value) is cst.Name
                and all(type(target.target) is cst.Name for target in small.targets) for small in smalls)
-
-
-def _optional_input(node: Node) -> bool:
-    """A root's forward argument that defaults to None, or a merge of it with what a branch put in its place."""
-    return bool(node.info.get("optional")) or node.op == "phi" and any(
-        parent.info.get("optional") for parent in node.inputs)
 
 
 def _names_in(expr) -> set[str]:

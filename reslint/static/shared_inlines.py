@@ -19,6 +19,9 @@ file's work budget, a root built with constructor arguments or registry loaders 
 from __future__ import annotations
 
 from reslint.static.graph import Node
+from reslint.static.values import (MAX_INLINE_DEPTH, MAX_INLINES_PER_FUNCTION, MAX_STEPS_PER_FILE, Const, DictValue,
+                                   EnumerateValue, Lambda, RecordValue, Shape, SplitValue, TensorMethod, TupleValue,
+                                   Unknown, ZipValue, optional_input)
 
 MAX_RECORDS_PER_CALL = 4  # one call's records for different assumed flags
 
@@ -123,7 +126,6 @@ def _key(evaluator, memo, info, spec, args, kwargs):
 
 
 def _shape(value, aliases: dict[int, int], found: list):
-    from reslint.static.dataflow import Const, Shape, SplitValue, TupleValue, Unknown, _optional_input  # a cycle
 
     kind = type(value)
     if kind is Node or kind is Const or kind is TupleValue or kind is SplitValue:
@@ -142,7 +144,7 @@ def _shape(value, aliases: dict[int, int], found: list):
         # What the evaluation reads of a tensor it is handed: whether it is an optional input of the root (a phi
         # of one, for RL103's look at the ordinary call), whether it is a callable activation.
         info = value.info
-        return "n", index, bool(info.get("optional")), _optional_input(value), bool(info.get("activation"))
+        return "n", index, bool(info.get("optional")), optional_input(value), bool(info.get("activation"))
     if kind is Unknown:
         return "u"
     if kind is Shape:
@@ -156,7 +158,6 @@ def _collides(frames, modules: set[str], functions: set[str]) -> bool:
 
 
 def _fits(evaluator, memo, record: Record, inner, scope) -> bool:
-    from reslint.static.dataflow import MAX_INLINE_DEPTH, MAX_INLINES_PER_FUNCTION, MAX_STEPS_PER_FILE
 
     if evaluator.budget.steps + record.steps > MAX_STEPS_PER_FILE:
         return False  # evaluated for real: it stops where the budget runs out
@@ -172,7 +173,6 @@ def _fits(evaluator, memo, record: Record, inner, scope) -> bool:
 
 
 def _recorded(evaluator, memo, records: list, leaves, forward, inner, self_value, args, kwargs, scope):
-    from reslint.static.dataflow import MAX_INLINE_DEPTH, MAX_INLINES_PER_FUNCTION
     graph = evaluator.graph
     start, if_start, steps = len(graph.nodes), evaluator.next_if, evaluator.budget.steps
     classified, unfinished, hits = evaluator.classification_steps, evaluator.read_unfinished, len(evaluator.budget.hits)
@@ -240,8 +240,6 @@ def _fill(record: Record, made: list, infos: list[dict], leaves: list, returned,
 
 
 def _encode(value, positions: dict[int, int], arguments: dict[int, int]):
-    from reslint.static.dataflow import (Const, DictValue, EnumerateValue, Lambda, RecordValue, SplitValue,
-                                         TensorMethod, TupleValue, ZipValue)
 
     index = arguments.get(id(value))
     if index is not None:
@@ -283,7 +281,6 @@ def _encode(value, positions: dict[int, int], arguments: dict[int, int]):
 
 
 def _tuple_value(*items):
-    from reslint.static.dataflow import TupleValue
 
     return TupleValue(items)
 
