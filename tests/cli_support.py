@@ -87,3 +87,17 @@ def import_file(path: Path, module_name: str):
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
     return sys.modules[module_name]
+
+
+def json_check(path: str) -> dict:
+    """`reslint check` (full) of one repository file as JSON; the check must pass (exit 0)."""
+    done = subprocess.run([str(RESLINT), "check", "--no-cache", "--jobs", "1", "--output-format", "json", path],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def input_shapes(inputs) -> dict:
+    """An inferred input set as {position or keyword: (shape, dtype)}."""
+    values = {**dict(enumerate(inputs.args)), **inputs.kwargs}
+    return {key: (tuple(value.shape), str(value.dtype).removeprefix("torch.")) for key, value in values.items()}

@@ -4,11 +4,8 @@ subprocess run."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
-from cli_support import REPO_ROOT, RESLINT, import_file
+from cli_support import REPO_ROOT, import_file, input_shapes, json_check
 
 torch = pytest.importorskip("torch")
 
@@ -26,25 +23,13 @@ def load(path: str):
     return import_file(REPO_ROOT / path, path.rsplit("/", 1)[-1].removesuffix(".py") + "_fixture")
 
 
-def shapes(inputs) -> dict:
-    values = {**dict(enumerate(inputs.args)), **inputs.kwargs}
-    return {key: (tuple(value.shape), str(value.dtype).removeprefix("torch.")) for key, value in values.items()}
-
-
-def check(path: str) -> dict:
-    done = subprocess.run([str(RESLINT), "check", "--no-cache", "--jobs", "1", "--output-format", "json", path],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 def test_the_full_check_traces_every_model_of_the_fixtures():
-    document = check(CONDITIONING)
+    document = json_check(CONDITIONING)
     assert [(t["name"], t["traced"]) for t in document["traces"]] == [
         ("DiTBlock", True), ("ResnetBlock", True), ("LabelConditionedTransformer", True), ("TimestepEmbedder", True)]
     assert document["findings"] == []
-    assert [(t["name"], t["traced"]) for t in check(GRAPH)["traces"]] == [("GraphTransformerLayer", True)]
-    document = check(KEYWORD_ONLY)
+    assert [(t["name"], t["traced"]) for t in json_check(GRAPH)["traces"]] == [("GraphTransformerLayer", True)]
+    document = json_check(KEYWORD_ONLY)
     assert [(t["name"], t["traced"]) for t in document["traces"]] == [("LanguageEncoder", True)]
     assert document["findings"] == []
 
@@ -52,12 +37,12 @@ def test_the_full_check_traces_every_model_of_the_fixtures():
 def test_a_conditioning_vector_has_the_width_of_the_linear_that_reads_it():
     block = load(CONDITIONING).DiTBlock(dim=32, cond_dim=24)
     assert consuming_layer(block, "temb") is block.norm1.linear  # through `self.norm1(x, emb=temb)` and the SiLU
-    assert shapes(infer_inputs(block, "meta")) == {0: ((2, 16, 32), "float32"), "temb": ((2, 24), "float32")}
+    assert input_shapes(infer_inputs(block, "meta")) == {0: ((2, 16, 32), "float32"), "temb": ((2, 24), "float32")}
 
 
 def test_the_first_input_is_not_the_layer_that_projects_the_conditioning():
     block = load(CONDITIONING).ResnetBlock(in_channels=8, temb_channels=20)
-    assert shapes(infer_inputs(block, "meta")) == {0: ((2, 8, 32, 32), "float32"), "temb": ((2, 20), "float32")}
+    assert input_shapes(infer_inputs(block, "meta")) == {0: ((2, 8, 32, 32), "float32"), "temb": ((2, 20), "float32")}
 
 
 def test_optional_timesteps_and_labels_the_blocks_read_are_given_together():
@@ -65,13 +50,14 @@ def test_optional_timesteps_and_labels_the_blocks_read_are_given_together():
     assert consuming_layer(model, "class_labels") is model.blocks[0].emb.class_embedder  # the loop's first block
     assert consuming_layer(model, "timestep") is None  # a sinusoid of the project's makes it features: not the input
     inputs = infer_inputs(model, "cpu")
-    assert shapes(inputs) == {0: ((2, 16, 12), "float32"), "timestep": ((2,), "int64"), "class_labels": ((2,), "int64")}
+    assert input_shapes(inputs) == {0: ((2, 16, 12), "float32"), "timestep": ((2,), "int64"),
+                                    "class_labels": ((2,), "int64")}
     assert int(inputs.kwargs["class_labels"].max()) < 11
 
 
 def test_a_forward_that_takes_the_timestep_first_gets_one_step_per_example():
     embedder = load(CONDITIONING).TimestepEmbedder()
-    assert shapes(infer_inputs(embedder, "meta")) == {0: ((2,), "int64")}
+    assert input_shapes(infer_inputs(embedder, "meta")) == {0: ((2,), "int64")}
 
 
 def test_names_tell_the_kind_of_conditioning_and_nothing_else():
@@ -83,7 +69,8 @@ def test_names_tell_the_kind_of_conditioning_and_nothing_else():
 def test_a_graph_layer_gets_node_features_valid_edge_indices_and_one_graph():
     layer = load(GRAPH).GraphTransformerLayer(channels=32)
     inputs = infer_inputs(layer, "cpu")
-    assert shapes(inputs) == {"x": ((16, 32), "float32"), "edge_index": ((2, 32), "int64"), "batch": ((16,), "int64")}
+    assert input_shapes(inputs) == {"x": ((16, 32), "float32"), "edge_index": ((2, 32), "int64"),
+                                    "batch": ((16,), "int64")}
     assert 0 <= int(inputs.kwargs["edge_index"].min()) and int(inputs.kwargs["edge_index"].max()) < 16
     assert int(inputs.kwargs["batch"].abs().sum()) == 0
 
@@ -109,7 +96,7 @@ def test_a_model_too_large_to_probe_hands_the_capture_its_conditioning_last():
 
     with torch.device("meta"):  # 60 M parameters: more than a CPU probe copies
         model = Masked(dim=2400)
-    candidates = [shapes(candidate_inputs(candidate, "meta")) for candidate in infer_candidates(model)]
+    candidates = [input_shapes(candidate_inputs(candidate, "meta")) for candidate in infer_candidates(model)]
     assert len(candidates) == 4 and candidates[0] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool")}
     assert candidates[-1] == {0: ((2, 16, 12), "float32"), "attention_mask": ((2, 16), "bool"),
                               "timestep": ((2,), "int64"), "class_labels": ((2,), "int64")}

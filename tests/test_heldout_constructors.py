@@ -5,11 +5,8 @@ real CLI subprocess runs of fixtures/trace/tabular_models.py and declared_foreca
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
-from cli_support import REPO_ROOT, RESLINT, import_file
+from cli_support import REPO_ROOT, import_file, input_shapes, json_check
 
 torch = pytest.importorskip("torch")
 
@@ -30,20 +27,8 @@ def load(path: str):
     return import_file(REPO_ROOT / path, path.rsplit("/", 1)[-1].removesuffix(".py") + "_heldout_fixture")
 
 
-def shapes(inputs) -> dict:
-    values = {**dict(enumerate(inputs.args)), **inputs.kwargs}
-    return {key: (tuple(value.shape), str(value.dtype).removeprefix("torch.")) for key, value in values.items()}
-
-
-def check(path: str) -> dict:
-    done = subprocess.run([str(RESLINT), "check", "--no-cache", "--jobs", "1", "--output-format", "json", path],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 def test_the_full_check_builds_and_traces_every_model_of_the_fixtures():
-    document = check(TABULAR)
+    document = json_check(TABULAR)
     assert [(t["name"], t["traced"]) for t in document["traces"]] == [
         ("TabularMLP", True), ("TabularResNet", True), ("TabularTransformer", True)]
     assert document["findings"] == []
@@ -51,7 +36,7 @@ def test_the_full_check_builds_and_traces_every_model_of_the_fixtures():
     assert model["built_from"] == "inferred arguments (categories=(10, 10), num_continuous=2, dim=32, depth=2, heads=4)"
     assert "inputs: x_categ=long[2,2]<2; x_cont=float[2,2] (inferred from categorical and continuous columns of a " \
            "tabular model)" in model["notes"]
-    document = check(FORECASTER)
+    document = json_check(FORECASTER)
     assert [(t["name"], t["traced"]) for t in document["traces"]] == [
         ("FeedForwardForecaster", True), ("SoftmaxForecaster", True)]
     assert document["findings"] == []
@@ -146,7 +131,7 @@ def test_declared_inputs_come_first_sized_by_the_batch():
     model = forecaster.FeedForwardForecaster(context_length=24, prediction_length=4, hidden_dimensions=[16],
                                              cardinality=[3, 5], scaling=None)
     inputs = infer_inputs(model.eval(), "cpu")
-    assert shapes(inputs) == {"past_target": ((2, 24), "float32"), "past_observed_values": ((2, 24), "float32"),
+    assert input_shapes(inputs) == {"past_target": ((2, 24), "float32"), "past_observed_values": ((2, 24), "float32"),
                               "feat_static_cat": ((2, 2), "int64")}
     assert int(inputs.kwargs["feat_static_cat"].abs().sum()) == 0  # zeros: a valid index of any table
     assert "(inferred from FeedForwardForecaster.describe_inputs)" in inputs.description
@@ -155,10 +140,11 @@ def test_declared_inputs_come_first_sized_by_the_batch():
 def test_tabular_columns_and_rows():
     module = load(TABULAR)
     model = module.TabularTransformer(categories=(3, 4, 5), num_continuous=6, dim=16, depth=1, heads=2)
-    assert shapes(infer_inputs(model.eval(), "cpu")) == {"x_categ": ((2, 3), "int64"), "x_cont": ((2, 6), "float32")}
+    assert input_shapes(infer_inputs(model.eval(), "cpu")) == {"x_categ": ((2, 3), "int64"),
+                                                              "x_cont": ((2, 6), "float32")}
     # a BatchNorm1d after the first projection: rows (batch, features), not (batch, time, features)
     resnet = module.TabularResNet(d_in=7, d_out=1, stages=1, breadth=8, d_hidden_multiplier=2.0, dropout=0.0)
-    assert shapes(infer_inputs(resnet.eval(), "cpu")) == {0: ((2, 7), "float32")}
+    assert input_shapes(infer_inputs(resnet.eval(), "cpu")) == {0: ((2, 7), "float32")}
 
 
 def test_a_base_whose_forward_only_documents_itself_is_built_as_a_subclass():
