@@ -16,9 +16,11 @@ CAUSAL_MARKERS = re.compile(r"is_causal\s*=\s*True|\btri[lu]\b|causal_mask|causa
                             r"create_causal|make_causal")
 
 
+def derives_from_group_norm(index, owner: str) -> bool:
+    info = index.classes.get(owner)
+    return info is not None and any(index.torch_member(base.value) == "GroupNorm" for base in info.node.bases)
+
+
 def non_causal_group_norm(index, owner: str, text: str) -> bool:
     """Whether `owner` derives from nn.GroupNorm and nothing in the file (`text`) is causal."""
-    info = index.classes.get(owner)
-    if info is None or not any(index.torch_member(base.value) == "GroupNorm" for base in info.node.bases):
-        return False
-    return CAUSAL_MARKERS.search(text) is None
+    return derives_from_group_norm(index, owner) and CAUSAL_MARKERS.search(text) is None
