@@ -45,7 +45,8 @@ class NormOp:
     def label(self) -> str:
         """How messages name it: "hand-written LayerNorm", "BatchNorm1d", "layer_norm"."""
         if self.form == "hand-written":
-            return "hand-written " + {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}.get(self.kind, "norm")
+            return "hand-written " + {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "groupnorm": "GroupNorm"}.get(
+                self.kind, "norm")
         return self.variant or self.kind
 
 

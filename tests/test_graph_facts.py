@@ -203,6 +203,44 @@ def test_pooled_context_added_to_every_position_is_rl002():
     assert "(2, 16, 16) + (2, 1, 16)" in finding.message
 
 
+def test_cls_query_block_read_only_at_its_row_is_not_rl002():
+    """rtdl's FT-Transformer: the last block's branch is the [CLS] row's update, `(2, 1, 16)`, repeated over
+    the tokens by the add; only `x[:, 0]` is read afterwards (through the ReGLU feed-forward)."""
+    path = TRACE / "cls_query.py"
+    facts = capture(load(path).Classifier(), (torch.randn(2, 16, 16),), path=path)
+    [last] = [add for add in facts.residuals if add.branch_shape == (2, 1, 16)]
+    assert (last.span.line, last.skip_shape, last.broadcast) == (46, (2, 16, 16), "")
+    assert codes(facts) == []
+
+
+@pytest.mark.parametrize("name, line", [
+    ("KeptRows", 68),  # every row is read (a mean over tokens)
+    ("OtherRow", 80),  # the query is row 0, the kept row the last
+    ("PooledContext", 93),  # the branch is one pooled vector, not a row's own update
+])
+def test_broadcast_rows_that_are_read_stay_rl002(name, line):
+    path = TRACE / "cls_query.py"
+    facts = capture(getattr(load(path), name)(), (torch.randn(2, 16, 16),), path=path)
+    [finding] = [f for f in run_rules(facts, Settings()) if f.code == "RL002"]
+    assert (finding.line, finding.column, finding.symbol) == (line, 17, name)
+    assert "(2, 16, 16) + (2, 1, 16)" in finding.message
+
+
+def test_cls_query_block_in_an_fx_graph_is_not_rl002():
+    """The same model traced by torch.fx (layers as leaves, `x[:, :1]` and `x[:, 0]` as getitem of slices)."""
+    from reslint.trace.concrete_fx import concrete_trace
+
+    path = TRACE / "cls_query.py"
+    module = load(path)
+    for name, found in (("Classifier", []), ("OtherRow", ["RL002"])):
+        model = getattr(module, name)().eval()
+        graph = concrete_trace(model, {"x": torch.randn(2, 16, 16)})
+        facts = facts_from_capture(Capture(graph, model, name, method="concrete_fx"), str(path))
+        assert [add.span.line for add in facts.residuals if add.branch_shape == (2, 1, 16)] == [
+            46 if name == "Classifier" else 80]
+        assert codes(facts) == found
+
+
 def test_deepnorm_and_rezero():
     class DeepNormBlock(nn.Module):
         def __init__(self):

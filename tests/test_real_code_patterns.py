@@ -4,7 +4,9 @@ golden files, so neither engine brings the false finding back.
 
 - res-post-norm under stochastic depth (timm swin_transformer_v2_cr.py:495, eva.py EvaBlockPostNorm);
 - the embedding stage before a stack (fairseq wav2vec2.py:1023, `x + pos_conv(x)` then the embedding norm);
-- a model's raw input scaled by its RMS (espnet tfgridnet_separator.py:141-142): RL403 only.
+- a model's raw input scaled by its RMS (espnet tfgridnet_separator.py:141-142): RL403 only;
+- a masked GroupNorm over time in a non-causal encoder (transformers pe_audio modeling_pe_audio.py:211), RL402
+  only in a causal model.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ FULL_CHECK_FINDINGS = {
     "fixtures/placement/res_post_norm.py": [("RL101", 97)],
     "fixtures/placement/conv_position_embedding.py": [("RL101", 38), ("RL101", 42)],
     "fixtures/norms/input_scaling.py": [("RL401", 19), ("RL402", 19), ("RL402", 29), ("RL403", 43)],
+    "fixtures/norms/masked_group_norm.py": [],
+    "fixtures/norms/causal_group_norm.py": [("RL402", 15)],
 }
 
 

@@ -24,6 +24,7 @@ from reslint.static.built_elsewhere import site_specs
 from reslint.static.chained_defaults import parameter_value
 from reslint.static.dataflow import BudgetExceeded, Evaluator, PlainEvaluations, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
+from reslint.static.group_norm_layers import derives_from_group_norm, non_causal_group_norm
 from reslint.static.imported_blocks import imported_block_placement
 from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import LAYER, find_hand_written_norms, norm_role
@@ -785,11 +786,13 @@ class StaticExtractor:
             unbiased = self.node_span(norm.variance)
         sequence = None
         channels_first = self._channels_first(output.owner)
-        for statistic in norm.statistics:
+        for statistic in () if non_causal_group_norm(self.index, output.owner, self.positions.text) \
+                else norm.statistics:
             if _reduces_sequence_axis(statistic, channels_first):
                 sequence = self.node_span(statistic)
                 break
-        return NormOp(kind=norm.kind, form="hand-written", span=self.node_span(output), owner=output.owner,
+        kind = "groupnorm" if derives_from_group_norm(self.index, output.owner) else norm.kind
+        return NormOp(kind=kind, form="hand-written", span=self.node_span(output), owner=output.owner,
                       variant="hand-written", spans_sequence=sequence, unbiased_variance=unbiased,
                       missing_eps=None if norm.has_eps else self.node_span(output), role=role)
 

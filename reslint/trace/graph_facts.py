@@ -14,6 +14,7 @@ from reslint.static.torch_api import SEQUENCE_MODULES
 from reslint.trace.attention_ops import MARKER as HAND_WRITTEN_ATTENTION, softmax_over_product
 from reslint.trace.attribution import Attribution
 from reslint.trace.fx_graph import SEARCH_BUDGET, FxGraph, format_shape, shape_of
+from reslint.trace.kept_rows import only_exact_rows_kept
 from reslint.trace.norm_recognition import NormRecognizer
 from reslint.trace.op_tables import (ADD_OPS, ALWAYS_PARAMETRISED, BATCH_NORM_OPS, LAYER_NORM_OPS, PASS_OPS,
                                      SHAPE_ONLY_OPS)
@@ -78,13 +79,14 @@ class GraphFacts:
         branch_shapes = [shape_of(b) for b in residual.branches]
         branch_shape = branch_shapes[0] if branch_shapes else None
         width_mismatch = broadcast = ""
-        for shape in branch_shapes:
+        for branch, shape in zip(residual.branches, branch_shapes):
             if skip_shape is None or shape is None or shape == skip_shape:
                 continue
             first, second = (skip_shape, shape) if self._operand_order(add, residual) else (shape, skip_shape)
             text = f"{format_shape(first)} + {format_shape(second)}"
             if _broadcasts(skip_shape, shape):
-                broadcast = broadcast or text
+                if not only_exact_rows_kept(self.graph, add, residual.skip_term, residual.skip, branch):
+                    broadcast = broadcast or text
             else:
                 width_mismatch = width_mismatch or f"the skip has shape {format_shape(skip_shape)} but the branch " \
                                                    f"has shape {format_shape(shape)} ({text})"
