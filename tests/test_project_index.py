@@ -324,10 +324,10 @@ STATIC_FINDINGS += [("rl101_built_pre/layers.py", line, "RL101",
 # tabpfn's chunked_evaluate_maybe_inplace: the residual add made by a helper of another file around the callable
 # it is handed, when the call's `residual` flag is True (the norm calls pass False). The trace does not see the
 # norm through the helper's flatten/view: the full check reports these static findings and adds none.
-STATIC_FINDINGS += [("wrapped_residual_post/model.py", line, "RL101",
+STATIC_FINDINGS += [("wrapped_residual/post.py", line, "RL101",
                      f"`Block` uses Post-LN: the norm follows `x + self.{branch}`; {POST_LN_TAIL}")
                     for line, branch in ((16, "attn"), (18, "mlp"))]
-STATIC_FINDINGS += [("wrapped_residual_pre/model.py", 27, "RL103", NO_FINAL_NORM.replace(
+STATIC_FINDINGS += [("wrapped_residual/pre.py", 27, "RL103", NO_FINAL_NORM.replace(
     "stack `self.layers` of `Encoder`", "stack `self.blocks` of `Unnormed`"))]
 STATIC_FINDINGS += [("rl201_chosen_score/convolution.py", 12, "RL201",
                      sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION))]
