@@ -158,6 +158,15 @@ PACKAGES = (
     Package("labml-nn", "0.5.1", "labml_nn", tuple(f"labml_nn/{name}.py" for name in (
         "transformers/models", "transformers/feed_forward", "transformers/vit/__init__", "resnet/__init__",
         "conv_mixer/__init__", "normalization/layer_norm/__init__", "normalization/deep_norm/__init__", "neox/model"))),
+    # held out (wave 10): an imputation/forecasting toolbox, a time-series foundation model, a tabular foundation model
+    Package("pypots", "1.5", "pypots", tuple(f"pypots/nn/modules/{name}.py" for name in (
+        "transformer/layers", "transformer/autoencoder", "transformer/embedding", "saits/backbone", "informer/layers",
+        "informer/autoencoder", "tslanet/layers", "tslanet/backbone"))),
+    Package("chronos-forecasting", "2.3.2", "chronos", ("chronos/chronos2/layers.py", "chronos/chronos2/model.py",
+                                                        "chronos/chronos_bolt.py")),
+    Package("tabpfn", "9.2.0", "tabpfn", ("tabpfn/architectures/tabpfn_v2.py", "tabpfn/architectures/tabpfn_v3.py",
+                                          "tabpfn/architectures/shared/chunked_evaluate.py",
+                                          "tabpfn/preprocessing/torch/torch_standard_scaler.py")),
 )
 
 

@@ -503,6 +503,14 @@ class ProjectIndex:
         function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
         return isinstance(function, ast.FunctionDef) and returns_copies(function)
 
+    def residual_wrapper(self, importer: str | os.PathLike, dotted: str) -> ResidualWrapper | None:
+        """How the function `dotted` names in `importer` (another project file's) adds a callable argument's
+        output to its data argument, as `apply(f, x, residual=True)` does; None when it does not."""
+        resolved = self.resolve(importer, dotted)
+        tree = self.syntax_tree(resolved[0]) if resolved is not None else None
+        function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
+        return residual_wrapper_of(function) if isinstance(function, ast.FunctionDef) else None
+
     def _submodule(self, module_path: Path, name: str) -> Path | None:
         if module_path.name != "__init__.py" or not name.isidentifier():
             return None
@@ -815,6 +823,50 @@ def returns_copies(function: ast.FunctionDef) -> bool:
                     and isinstance(element.args[0], ast.Name) and element.args[0].id == params[0].arg):
                 return True
     return False
+
+
+@dataclass(frozen=True)
+class ResidualWrapper:
+    """A helper that returns `x + f(x, ...)` (when its flag parameter is true, else `f(x, ...)`)."""
+    callable_param: str
+    data_param: str
+    params: tuple[str, ...]  # the positional parameters, in order, to bind a call's arguments
+    flag_param: str | None  # None: the add is unconditional
+
+
+def residual_wrapper_of(function: ast.FunctionDef) -> ResidualWrapper | None:
+    """`result = f(x.flatten(0, 1), *args).view(x.shape); return x + result if residual else result` (or
+    `return x + f(x)`), `f`, `x` and `residual` parameters: the add the helper makes around the callable."""
+    params = tuple(arg.arg for arg in function.args.posonlyargs + function.args.args)
+    results: dict[str, str] = {}  # a local assigned from a call of a parameter -> that parameter
+    for statement in ast.walk(function):
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            called = _called_parameter(statement.value, params)
+            if called is not None:
+                results[statement.targets[0].id] = called
+        if not isinstance(statement, ast.Return) or statement.value is None:
+            continue
+        value, flag = statement.value, None
+        if isinstance(value, ast.IfExp) and isinstance(value.test, ast.Name) and value.test.id in params:
+            value, flag = value.body, value.test.id
+        if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+            continue
+        for skip, branch in ((value.left, value.right), (value.right, value.left)):
+            called = results.get(branch.id) if isinstance(branch, ast.Name) else _called_parameter(branch, params)
+            if isinstance(skip, ast.Name) and skip.id in params and called is not None and called != skip.id:
+                return ResidualWrapper(called, skip.id, params, flag)
+    return None
+
+
+def _called_parameter(expr: ast.expr, params: tuple[str, ...]) -> str | None:
+    """The parameter called in `f(...)` or `f(...).view(...)` (a shape method after the call), else None."""
+    while (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+           and expr.func.attr in ("view", "reshape", "contiguous")):
+        expr = expr.func.value
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in params:
+        return expr.func.id
+    return None
 
 
 def called_name(call: ast.Call) -> str:

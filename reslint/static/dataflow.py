@@ -1344,6 +1344,9 @@ class Evaluator:
             nodes = self._data_args(args, kwargs)
             if not nodes:
                 return UNKNOWN_VALUE
+            wrapped = self._wrapped_residual(qualified, args, kwargs, where, scope)
+            if wrapped is not None:
+                return wrapped
             kind = (torch_api.norm_kind_from_name(last) if last[:1].isupper()
                     else self.index.imported_norm_kind(qualified, type(self)))
             if kind is not None:
@@ -1356,6 +1359,26 @@ class Evaluator:
         if function in torch_api.CREATION_FUNCTIONS:
             return self.new("const", (), where, scope, value=None)
         return self.tensor_function(function, args, kwargs, where, scope)
+
+    def _wrapped_residual(self, qualified: str, args, kwargs, where: cst.Call, scope: Scope):
+        """`chunked(self.norm, x, residual=False)` / `chunked(self.mlp, x, residual=True)` of a helper of another
+        file that calls its callable argument on its data argument and adds the data back when its flag is true:
+        the call, and the add at this call site. None when the helper is not one or its flag is not a constant."""
+        wrapper = self.index.residual_wrapper(qualified)
+        if wrapper is None:
+            return None
+        bound = dict(zip(wrapper.params, args)) | kwargs
+        function, data = bound.get(wrapper.callable_param), bound.get(wrapper.data_param)
+        flag = bound.get(wrapper.flag_param) if wrapper.flag_param is not None else Const(True)
+        if self.tensor(data) is None or not isinstance(flag, Const) or function is None:
+            return None
+        output = self.call(function, [data], {}, where, scope)
+        if not flag.value or self.tensor(output) is None:
+            return output
+        written = {arg.keyword.value if arg.keyword else wrapper.params[position]: arg.value
+                   for position, arg in enumerate(where.args) if arg.keyword or position < len(wrapper.params)}
+        terms = (written.get(wrapper.data_param, where), written.get(wrapper.callable_param, where))
+        return self.binary("add", [(data, terms[0]), (output, terms[1])], where, scope)
 
     def tensor_function(self, function: str, args, kwargs, where, scope: Scope):
         """torch.X(t, ...), F.X(t, ...) and t.X(...) share one table."""

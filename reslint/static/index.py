@@ -92,6 +92,7 @@ class FileIndex:
         self._config_fields: dict[tuple[str, int], object] = {}
         self._module_classes: dict[ClassInfo, bool] = {}  # is_module_class's answers (bases and methods are fixed)
         self._copies: dict[str, bool] = {}  # builds_copies' answers
+        self._wrappers: dict[str, object] = {}  # residual_wrapper's answers
         self._lookups: dict[tuple, object] = {}  # (class, kind, name) -> what `method`, `submodule`, `attr_value` found
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
@@ -197,6 +198,18 @@ class FileIndex:
             self._copies[qualified] = ProjectIndex.for_file(self.source_path).copies_first_argument(
                 self.source_path, qualified)
         return self._copies[qualified]
+
+    def residual_wrapper(self, qualified: str):
+        """The ResidualWrapper of a function imported from another project file that adds a callable argument's
+        output to its data argument (`apply(f, x, residual=True)`), else None."""
+        if self.source_path is None or "." not in qualified.lstrip("."):
+            return None
+        if qualified not in self._wrappers:
+            from reslint.project_index import ProjectIndex
+
+            self._wrappers[qualified] = ProjectIndex.for_file(self.source_path).residual_wrapper(
+                self.source_path, qualified)
+        return self._wrappers[qualified]
 
     def imported_norm_kind(self, qualified: str, evaluator_class) -> str | None:
         """The norm kind of a class or function imported from another project file that is a norm: a torch

@@ -129,9 +129,15 @@ def missing_package_hint(message: str) -> str:
     return " (an optional package is not installed)" if re.search(r"\b(ModuleNotFoundError|ImportError)\b", message) else ""
 
 
+class TextSink(io.StringIO):
+    # A stream the checked code may ask its encoding (`sys.stdout.encoding.lower()` on import, as ai4ts does):
+    # StringIO's is None.
+    encoding = "utf-8"
+
+
 @contextlib.contextmanager
 def silenced() -> Iterator[None]:
-    sink = io.StringIO()
+    sink = TextSink()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         yield
 
