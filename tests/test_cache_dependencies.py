@@ -239,3 +239,62 @@ def test_static_result_follows_the_training_script_that_gives_the_flag_its_defau
 
     (tmp_path / "train.py").write_text(TRAIN.replace('"--pre-norm", type=int)', '"--pre-norm", type=int, default=1)'))
     assert findings(tmp_path, "--static") == []
+
+
+WRAPPER = '''\
+import torch.nn as nn
+
+
+class Wrapper(nn.Module):
+    def __init__(self, d=16, norm_first=False):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d, 2, 32, 0.0, batch_first=True, norm_first=norm_first)
+
+    def forward(self, x):
+        return self.layer(x)
+'''
+
+WRAPPERS_STACKED = '''\
+import torch.nn as nn
+
+from layer import Wrapper
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Wrapper(16, norm_first=True) for _ in range(2)])
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+'''
+
+
+def placements_and_engines(project: Path) -> tuple[dict[str, str], list[tuple[str, int, str, str]]]:
+    result = run_reslint("check", "--jobs", "1", "--exit-zero", "--show-models", "--config", "reslint.toml",
+                         "--output-format", "json", ".", cwd=project, timeout=600)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    return ({model["name"]: model["placement"] for model in document["models"]},
+            [(item["path"], item["line"], item["code"], item["engine"]) for item in document["findings"]])
+
+
+def test_full_result_follows_the_stacks_of_another_file_that_place_the_layer(tmp_path):
+    """layer.py's Wrapper defaults to torch's Post-LN layer, but stack.py builds it with norm_first=True: the
+    trace engine builds it that way (Pre-LN; the static engine's Post-LN finding stands alone). Once stack.py
+    builds it Post-LN, the trace engine reports the layer too. layer.py does not import stack.py."""
+    pytest.importorskip("torch")
+    write(tmp_path, {"reslint.toml": "", "layer.py": WRAPPER, "stack.py": WRAPPERS_STACKED, "notes.py": UNRELATED})
+    assert placements_and_engines(tmp_path) == ({"Wrapper": "pre", "Stack": "none"},
+                                                [("layer.py", 7, "RL101", "static")])
+    before = entry_stamps(tmp_path)
+    (tmp_path / "notes.py").write_text(UNRELATED + "# edited\n")
+    assert placements_and_engines(tmp_path)[0]["Wrapper"] == "pre"
+    assert entry_stamps(tmp_path)["layer.py"] == before["layer.py"]
+
+    (tmp_path / "stack.py").write_text(WRAPPERS_STACKED.replace("norm_first=True", "norm_first=False"))
+    assert placements_and_engines(tmp_path) == ({"Wrapper": "post", "Stack": "none"},
+                                                [("layer.py", 7, "RL101", "trace"), ("stack.py", 14, "RL101", "trace")])
