@@ -10,14 +10,22 @@ without timing: a miss rewrites the file's entry (a new file put in place), a hi
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from cli_support import run_reslint, write
+from golden import FIXTURES
 
 POST_LN_ADVICE = ("train it with learning-rate warmup (Xiong et al. 2020); Post-LN stacks deeper than about 20 "
                   "layers diverge without DeepNorm-style scaling; Pre-LN needs neither")
 UNRELATED = "VALUE = 1\n"
+
+
+def copy_project(name: str, target: Path) -> None:
+    """A project of fixtures/project/ (its golden files left out), with an unrelated file beside it."""
+    shutil.copytree(FIXTURES / "project" / name, target, ignore=shutil.ignore_patterns("*.expected"), dirs_exist_ok=True)
+    write(target, {"reslint.toml": "", "notes.py": UNRELATED})
 
 
 def findings(project: Path, *flags: str) -> list[tuple[str, int, str, str]]:
@@ -92,55 +100,18 @@ def test_full_result_follows_the_constructor_chain_that_gave_a_required_argument
     assert findings(tmp_path) == []
 
 
-STACKED = '''\
-import torch.nn as nn
-
-from builders import repeat_layer
-
-
-class PreLNLayer(nn.Module):
-    def __init__(self, dim=16):
-        super().__init__()
-        self.norm = nn.LayerNorm(dim)
-        self.ff = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        return x + self.ff(self.norm(x))
-
-
-class Encoder(nn.Module):
-    def __init__(self, dim=16, depth=2):
-        super().__init__()
-        self.layers = repeat_layer(PreLNLayer(dim), depth)
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
-'''
-
-COPIES = '''\
-import copy
-
-import torch.nn as nn
-
-
-def repeat_layer(layer, times):
-    return nn.ModuleList([copy.deepcopy(layer) for _ in range(times)])
-'''
-
-
 def test_static_result_follows_the_function_in_another_file_that_builds_the_stack(tmp_path):
     """`repeat_layer` of builders.py returns deep copies of the layer: Encoder stacks Pre-LN layers without a
     final norm (RL103). Once it returns the one layer, there is no stack to report."""
-    write(tmp_path, {"reslint.toml": "", "model.py": STACKED, "builders.py": COPIES, "notes.py": UNRELATED})
+    copy_project("helper_stack", tmp_path)
     no_final_norm = [("model.py", 22, "RL103", "the Pre-LN stack `self.layers` of `Encoder` feeds the head/output "
                       "without a final norm: in Pre-LN the residual stream is never normalised and grows with depth; "
                       "add a final LayerNorm/RMSNorm after the last block (as GPT-2's ln_f)")]
     assert findings(tmp_path, "--static") == no_final_norm
     assert_unrelated_edit_keeps(tmp_path, "model.py", ("--static",), no_final_norm)
 
-    (tmp_path / "builders.py").write_text(COPIES.replace("[copy.deepcopy(layer) for _ in range(times)]", "[layer]"))
+    builders = tmp_path / "builders.py"
+    builders.write_text(builders.read_text().replace("[copy.deepcopy(layer) for _ in range(times)]", "[layer]"))
     assert findings(tmp_path, "--static") == []
 
 
@@ -197,47 +168,18 @@ def test_static_result_follows_the_norm_function_in_another_file(tmp_path):
     assert findings(tmp_path, "--static") == []
 
 
-ARGS_MODEL = '''\
-import torch.nn as nn
-
-
-class Block(nn.Module):
-    def __init__(self, args):
-        super().__init__()
-        self.pre_norm = args.pre_norm
-        self.norm = nn.LayerNorm(args.width)
-        self.ff = nn.Linear(args.width, args.width)
-
-    def forward(self, x):
-        if self.pre_norm:
-            return x + self.ff(self.norm(x))
-        return self.norm(x + self.ff(x))
-'''
-
-TRAIN = '''\
-import argparse
-
-from model import Block
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--width", type=int, default=16)
-    parser.add_argument("--pre-norm", type=int)
-    return Block(parser.parse_args())
-'''
-
-
 def test_static_result_follows_the_training_script_that_gives_the_flag_its_default(tmp_path):
     """train.py builds model.Block from its arguments; `--pre-norm` has no default there, so the placement is
     open and its Post-LN branch is reported. Given a default of 1, Block is Pre-LN: nothing to report. The
     script was read while it held no default: the result depends on it all the same."""
-    write(tmp_path, {"reslint.toml": "", "model.py": ARGS_MODEL, "train.py": TRAIN, "notes.py": UNRELATED})
-    open_flag = [("model.py", 14, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_ADVICE}")]
+    copy_project("argparse_flag", tmp_path)
+    train = tmp_path / "train.py"
+    train.write_text(train.read_text().replace('"--pre-norm", action="store_true")', '"--pre-norm", type=int)'))
+    open_flag = [("model.py", 16, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.ff(x)`; {POST_LN_ADVICE}")]
     assert findings(tmp_path, "--static") == open_flag
     assert_unrelated_edit_keeps(tmp_path, "model.py", ("--static",), open_flag)
 
-    (tmp_path / "train.py").write_text(TRAIN.replace('"--pre-norm", type=int)', '"--pre-norm", type=int, default=1)'))
+    train.write_text(train.read_text().replace('"--pre-norm", type=int)', '"--pre-norm", type=int, default=1)'))
     assert findings(tmp_path, "--static") == []
 
 
@@ -273,28 +215,28 @@ class Stack(nn.Module):
 '''
 
 
-def placements_and_engines(project: Path) -> tuple[dict[str, str], list[tuple[str, int, str, str]]]:
+def placements_and_traced(project: Path) -> tuple[dict[str, str], list[tuple[str, int, str]]]:
+    """The models' placements and the trace engine's findings (the static engine's are not what this is about)."""
     result = run_reslint("check", "--jobs", "1", "--exit-zero", "--show-models", "--config", "reslint.toml",
                          "--output-format", "json", ".", cwd=project, timeout=600)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     return ({model["name"]: model["placement"] for model in document["models"]},
-            [(item["path"], item["line"], item["code"], item["engine"]) for item in document["findings"]])
+            [(item["path"], item["line"], item["code"]) for item in document["findings"] if item["engine"] == "trace"])
 
 
 def test_full_result_follows_the_stacks_of_another_file_that_place_the_layer(tmp_path):
     """layer.py's Wrapper defaults to torch's Post-LN layer, but stack.py builds it with norm_first=True: the
-    trace engine builds it that way (Pre-LN; the static engine's Post-LN finding stands alone). Once stack.py
-    builds it Post-LN, the trace engine reports the layer too. layer.py does not import stack.py."""
+    trace engine builds it that way, Pre-LN, and reports nothing. Once stack.py builds it Post-LN, the trace
+    engine reports the layer. layer.py does not import stack.py."""
     pytest.importorskip("torch")
     write(tmp_path, {"reslint.toml": "", "layer.py": WRAPPER, "stack.py": WRAPPERS_STACKED, "notes.py": UNRELATED})
-    assert placements_and_engines(tmp_path) == ({"Wrapper": "pre", "Stack": "none"},
-                                                [("layer.py", 7, "RL101", "static")])
+    assert placements_and_traced(tmp_path) == ({"Wrapper": "pre", "Stack": "none"}, [])
     before = entry_stamps(tmp_path)
     (tmp_path / "notes.py").write_text(UNRELATED + "# edited\n")
-    assert placements_and_engines(tmp_path)[0]["Wrapper"] == "pre"
+    assert placements_and_traced(tmp_path) == ({"Wrapper": "pre", "Stack": "none"}, [])
     assert entry_stamps(tmp_path)["layer.py"] == before["layer.py"]
 
     (tmp_path / "stack.py").write_text(WRAPPERS_STACKED.replace("norm_first=True", "norm_first=False"))
-    assert placements_and_engines(tmp_path) == ({"Wrapper": "post", "Stack": "none"},
-                                                [("layer.py", 7, "RL101", "trace"), ("stack.py", 14, "RL101", "trace")])
+    assert placements_and_traced(tmp_path) == ({"Wrapper": "post", "Stack": "none"},
+                                               [("layer.py", 7, "RL101"), ("stack.py", 14, "RL101")])
