@@ -115,51 +115,17 @@ def test_static_result_follows_the_function_in_another_file_that_builds_the_stac
     assert findings(tmp_path, "--static") == []
 
 
-FUNCTIONAL = '''\
-import torch
-
-
-def fast_layer_norm(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
-'''
-
-HAND_NORMED = '''\
-import torch
-import torch.nn as nn
-
-from .functional import fast_layer_norm
-
-
-class Rescale(nn.Module):
-    def __init__(self, dim=16, eps=1e-5):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-        self.eps = eps
-
-    def forward(self, x):
-        return fast_layer_norm(x, self.weight, self.bias, self.eps)
-
-
-class Block(nn.Module):
-    def __init__(self, dim=16):
-        super().__init__()
-        self.norm = Rescale(dim)
-        self.fc = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        return self.norm(x + self.fc(x))
-'''
-
-
 def test_static_result_follows_the_norm_function_in_another_file(tmp_path):
-    """`Rescale` calls pkg/functional.py's `fast_layer_norm`, which normalises: Block is Post-LN. Once the
-    function only scales, Rescale is no norm and Block has none."""
-    write(tmp_path, {"reslint.toml": "", "pkg/__init__.py": "", "pkg/layers.py": HAND_NORMED,
-                     "pkg/functional.py": FUNCTIONAL, "notes.py": UNRELATED})
-    post_ln = [("pkg/layers.py", 25, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.fc(x)`; {POST_LN_ADVICE}")]
+    """fixtures/project/norm_function with its norm class renamed (`Rescale`: no name that says norm) and its
+    block Post-LN: Rescale calls pkg/functional.py's `fast_layer_norm`, which normalises, so Block is Post-LN.
+    Once the function only scales, Rescale is no norm and Block has none."""
+    copy_project("norm_function", tmp_path)
+    layers = tmp_path / "pkg" / "layers.py"
+    layers.write_text(layers.read_text().replace("FastLayerNorm", "Rescale").replace(
+        "return x + self.fc(self.norm(x))", "return self.norm(x + self.fc(x))"))
+    post_ln = [("pkg/functional.py", 8, "RL401", "hand-written LayerNorm in `fast_layer_norm` uses the unbiased variance "
+                "(divides by n - 1), unlike nn.LayerNorm: pass unbiased=False (or correction=0)"),
+               ("pkg/layers.py", 32, "RL101", f"`Block` uses Post-LN: the norm follows `x + self.fc(x)`; {POST_LN_ADVICE}")]
     assert findings(tmp_path, "--static") == post_ln
     assert_unrelated_edit_keeps(tmp_path, "pkg/layers.py", ("--static",), post_ln)
 
