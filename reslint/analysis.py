@@ -576,10 +576,16 @@ def traced_document(path: str, data: bytes, settings: Settings, source_path: str
 
 
 def trace_and_check(path: str, data: bytes, settings: Settings, source_path: str | None) -> TracedFile:
-    """Import the file, trace its models and run the rules on the graphs (in the isolated child)."""
+    """Import the file, trace its models and run the rules on the graphs (in the isolated child). The result's
+    reads: the files of its construction sites, and those the trace engine's cross-file facts noted."""
+    from reslint import cross_file_reads
     from reslint.trace.engine import trace_file
 
-    return check_captures(trace_file(path, data, settings, source_path=source_path), path, settings)
+    with cross_file_reads.recorded() as noted:
+        outcome = check_captures(trace_file(path, data, settings, source_path=source_path), path, settings)
+    own = os.path.abspath(source_path or path)
+    outcome.reads.extend(read for read in noted if read != own and read not in outcome.reads)
+    return outcome
 
 
 def check_captures(traced, path: str, settings: Settings, static_fallback: bool = True) -> TracedFile:

@@ -344,11 +344,13 @@ class ProjectIndex:
                 for fact in [fact for fact in self._facts if gone in fact]:
                     del self._facts[fact]
 
-    def norm_kind(self, importer: str | os.PathLike, dotted: str, evaluator_class) -> str | None:
+    def norm_kind(self, importer: str | os.PathLike, dotted: str, evaluator_class,
+                  through: list[Path] | None = None) -> str | None:
         """The norm kind of the project class or function `dotted` names in `importer`, when it is a norm: a
         torch norm's subclass, or one that normalises its (first) input by hand; else None. `evaluator_class`
-        is the static engine's dataflow `Evaluator`, passed in: the engine sits above this index."""
-        resolved = self.resolve(importer, dotted)
+        is the static engine's dataflow `Evaluator`, passed in: the engine sits above this index. `through`
+        gets the files read (see `resolve`)."""
+        resolved = self.resolve(importer, dotted, through)
         if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
             return None
         tree = self.syntax_tree(resolved[0])
@@ -459,11 +461,13 @@ class ProjectIndex:
         init = package / "__init__.py"
         return init if init.is_file() else None  # a namespace package has no file
 
-    def resolve(self, importer: str | os.PathLike, dotted: str) -> tuple[Path, str] | None:
+    def resolve(self, importer: str | os.PathLike, dotted: str,
+                through: list[Path] | None = None) -> tuple[Path, str] | None:
         """`model.GPT` / `.layers.Block` / `pkg.GPT` as imported in `importer` -> (file defining it, name).
 
         Follows a package `__init__`'s re-exports; a name no file defines resolves to the module that
-        should hold it (a class of an unreadable file still names its file)."""
+        should hold it (a class of an unreadable file still names its file). `through` gets the files read
+        on the way, the defining one last: a fact read there goes stale when one of them changes."""
         level = len(dotted) - len(dotted.lstrip("."))
         if not level and "." not in dotted:
             return Path(os.path.abspath(importer)), dotted
@@ -474,9 +478,11 @@ class ProjectIndex:
         submodule = self._submodule(target, name)
         if submodule is not None:
             return submodule, ""
-        return self._defining(target, name)
+        return self._defining(target, name, through=through)
 
-    def _defining(self, path: Path, name: str, hops: int = 0) -> tuple[Path, str]:
+    def _defining(self, path: Path, name: str, hops: int = 0, through: list[Path] | None = None) -> tuple[Path, str]:
+        if through is not None:
+            through.append(path)
         tree = self.syntax_tree(path)
         if tree is None or hops >= MAX_REEXPORT_HOPS or name in top_level_definitions(tree):
             return path, name
@@ -493,12 +499,13 @@ class ProjectIndex:
         submodule = self._submodule(target, original)
         if submodule is not None:
             return submodule, ""
-        return self._defining(target, original, hops + 1)
+        return self._defining(target, original, hops + 1, through)
 
-    def copies_first_argument(self, importer: str | os.PathLike, dotted: str) -> bool:
+    def copies_first_argument(self, importer: str | os.PathLike, dotted: str, through: list[Path] | None = None) -> bool:
         """Whether the function `dotted` names in `importer` (its own or another project file's) returns a
-        ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does."""
-        resolved = self.resolve(importer, dotted)
+        ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does. `through` gets
+        the files read (see `resolve`)."""
+        resolved = self.resolve(importer, dotted, through)
         tree = self.syntax_tree(resolved[0]) if resolved is not None else None
         function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
         return isinstance(function, ast.FunctionDef) and returns_copies(function)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from reslint.cross_file_reads import note
 from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static.index import UNKNOWN, ClassInfo, ModuleSpec
 
@@ -106,6 +107,7 @@ def arguments_from_stacks(path: str, class_name: str, source: str) -> tuple[dict
     if info is None:
         return {}, ""
     specs, sites = site_specs(index, path, info)
+    note(str(site.path) for site in sites)
     if len(specs) != 1:
         return {}, ""
     return spec_arguments(specs[0]), f"{display_path(str(sites[0].path))}:{sites[0].line}"

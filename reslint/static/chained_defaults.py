@@ -22,6 +22,7 @@ import ast
 import os
 from pathlib import Path
 
+from reslint.cross_file_reads import note
 from reslint.static.construction_sites import bound_argument, parameter_default, parameter_of
 from reslint.static.index import UNKNOWN
 
@@ -40,7 +41,10 @@ def chained_default(path: str | os.PathLike, owner: str, parameter: str) -> tupl
     project = ProjectIndex.for_file(file)
     key = ("chained-default", ProjectIndex._run, file, owner, parameter)
     found = project.memo(key, lambda: _Chain(project).answer(file, owner, parameter))
-    return found if found is not None else (UNKNOWN, ())
+    if found is None:
+        return UNKNOWN, ()
+    note(found[1])  # memoised: a second asker depends on the chain's files as much as the first
+    return found
 
 
 class _Chain:

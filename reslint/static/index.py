@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import io
 import math
+import os
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -195,8 +196,10 @@ class FileIndex:
         if qualified not in self._copies:  # asked for every call of an `__init__` that builds no known module
             from reslint.project_index import ProjectIndex
 
+            through: list = []
             self._copies[qualified] = ProjectIndex.for_file(self.source_path).copies_first_argument(
-                self.source_path, qualified)
+                self.source_path, qualified, through)
+            self.note_reads(through)
         return self._copies[qualified]
 
     def residual_wrapper(self, qualified: str):
@@ -221,7 +224,17 @@ class FileIndex:
             return None  # only functions named as norms are read (`rotate_half` is not worth a parse)
         from reslint.project_index import ProjectIndex
 
-        return ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified, evaluator_class)
+        through: list = []
+        kind = ProjectIndex.for_file(self.source_path).norm_kind(self.source_path, qualified, evaluator_class, through)
+        self.note_reads(through)
+        return kind
+
+    def note_reads(self, paths) -> None:
+        """Other project files a fact of this file was read from join `config_reads` (a cached result of the
+        file goes stale when one of them changes)."""
+        own = os.path.abspath(self.source_path) if self.source_path is not None else None
+        self.config_reads.extend(path for path in dict.fromkeys(str(path) for path in paths)
+                                 if path != own and path not in self.config_reads)
 
     # ----- classes -------------------------------------------------------------
 
@@ -658,7 +671,8 @@ class FileIndex:
                 if not found and not self.config_unread:  # a config class of the project with a field of this name
                     found = [(path, value) for path, value in project.config_defaults(name) if is_hashable(value)]
                 values = {value for _, value in found}
-                self.config_reads.extend(str(path) for path, _ in found if str(path) not in self.config_reads)
+                # every builder asked, with a default or not: one that gains a default changes the value
+                self.note_reads([*(path for path, _ in builders), *(path for path, _ in found)])
             values.discard(UNKNOWN)
         if len(values) == 1:
             return values.pop()

@@ -8,6 +8,7 @@ when capture failed). This module puts them together into `FileFacts`.
 
 from __future__ import annotations
 
+from reslint.cross_file_reads import note
 from reslint.facts import FileFacts, ModelFacts, NormOp, ResidualAdd, Span, Stack
 from reslint.placement import added_back, combined_placement
 from reslint.static.torch_api import SEQUENCE_MODULES
@@ -229,8 +230,12 @@ class GraphFacts:
         from reslint.static.stream_end import consumed_in_file, inside_blocks_elsewhere
 
         name = getattr(self.capture, "model_name", "")
-        return bool(name) and (name in consumed_in_file(self.where.real_path)
-                               or inside_blocks_elsewhere(str(self.where.real_path), name, [], extract_facts))
+        if not name or name in consumed_in_file(self.where.real_path):
+            return bool(name)
+        reads: list[str] = []
+        inside = inside_blocks_elsewhere(str(self.where.real_path), name, reads, extract_facts)
+        note(reads)
+        return inside
 
     def _sequence_markers(self) -> tuple[str, ...]:
         markers = []
