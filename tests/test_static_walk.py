@@ -110,25 +110,3 @@ def test_parents_match_libcst_parent_node_provider_on_every_node_of_the_sample()
         assert parents(module) == expected, path
         compared += len(expected)
     assert compared > 100_000
-
-
-def test_class_references_read_each_class_body_as_walking_it_with_the_visitor_does() -> None:
-    from reslint.static.index import FileIndex
-    from reslint.static.stream_end import _References, class_references, forget_references
-
-    compared = 0
-    for path in sources():
-        module = parsed(path)
-        if module is None:
-            continue
-        index = FileIndex(module)
-        references = class_references(index)
-        forget_references()
-        for info in index.classes.values():
-            expected = _References(set(index.classes))
-            walk(info.node.body, expected)
-            found = references.of_class[info.name]
-            assert (found.names, found.called, found.loaded_configs, found.nested) == (
-                expected.names, expected.called, expected.loaded_configs, expected.nested), (path, info.name)
-            compared += len(expected.names) + len(expected.called) + len(expected.nested)
-    assert compared > 2_000

@@ -18,7 +18,7 @@ from reslint.static import torch_api
 from reslint.static.graph import Node, reaches
 from reslint.static.index import ClassInfo, FileIndex
 from reslint.static.norms import is_normalised
-from reslint.static.walk import _child_fields, _is_node, child_fields, is_node
+from reslint.static.walk import walk
 
 KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
 LOADERS = ("from_config", "_from_config", "from_pretrained")
@@ -289,42 +289,12 @@ def class_references(index: FileIndex) -> ClassReferences:
     of_class, loaded_configs, nested = {}, set(), set()
     for info in index.classes.values():
         visitor = of_class[info.name] = _References(set(index.classes))
-        _read_body(info.node.body, visitor)
+        walk(info.node.body, visitor)
         loaded_configs |= visitor.loaded_configs
         nested |= visitor.nested
     references = ClassReferences(of_class, loaded_configs, nested)
     _references_of[:] = [(index, references)]
     return references
-
-
-def _read_body(body: cst.CSTNode, found: _References) -> None:
-    """`walk(body, found)` with its visits inlined: names are a third of a class body's nodes, and the call of
-    `visit_Name` on each was a third of this walk over every class of the file."""
-    wanted, names = found.wanted, found.names
-    pending = [body]
-    while pending:
-        node = pending.pop()
-        kind = type(node)
-        if kind is cst.Name:
-            if node.value in wanted:
-                names.add(node.value)
-            continue  # a name holds no node (its parentheses are punctuation, which walk skips too)
-        if kind is cst.Call:
-            found.visit_Call(node)
-        elif kind is cst.Attribute:
-            found.visit_Attribute(node)
-        for name in _child_fields.get(kind) or child_fields(kind):  # walk's loop
-            value = getattr(node, name)
-            value_kind = type(value)
-            if value_kind is tuple or value_kind is list:
-                for item in value:
-                    known = _is_node.get(type(item))
-                    if known or (known is None and is_node(type(item))):
-                        pending.append(item)
-            else:
-                known = _is_node.get(value_kind)
-                if known or (known is None and is_node(value_kind)):
-                    pending.append(value)
 
 
 def reached_into(index: FileIndex) -> set[str]:
