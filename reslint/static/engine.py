@@ -747,8 +747,8 @@ class StaticExtractor:
                             pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(
                                 self.graphs.get(info.name))
                         in_sequence_model = id(inner) not in pooled
-                    norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node, info.node), owner=info.name,
-                                        variant=inner.name, spans_sequence=spans_sequence,
+                    norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node, info.node),
+                                        owner=info.name, variant=inner.name, spans_sequence=spans_sequence,
                                         in_sequence_model=in_sequence_model))
         seen = set()
         for name, graph in self.graphs.items():
