@@ -11,6 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from reslint.static.positions import SourceMap
+from reslint.static.walk import parents
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,6 +90,16 @@ def compare_placed_statement_by_statement(module: cst.Module, text: str) -> int:
         if isinstance(node, cst.BaseExpression):
             assert squeezed(placed.code(node)) == squeezed(module.code_for_node(node))
     assert not placed.whole_module_generated
+    # Told the def or class a node is written in (as the evaluator tells it), the same places.
+    hinted = SourceMap(module, text, tree)
+    parent = parents(module)
+    for node in owned:
+        within = node
+        while within is not None and not isinstance(within, (cst.FunctionDef, cst.ClassDef)):
+            within = parent.get(within)
+        code_range = expected[node]
+        assert hinted.line_column(node, within) == (code_range.start.line, code_range.start.column), (
+            type(node).__name__, module.code_for_node(node))
     rest = SourceMap(module, text, tree)
     for node, code_range in expected.items():
         assert rest.line_column(node) == (code_range.start.line, code_range.start.column), type(node).__name__
@@ -124,6 +135,60 @@ def test_every_fixture_placed_statement_by_statement_matches_position_provider()
             continue
         checked += compare_placed_statement_by_statement(module, text)
     assert checked > 10_000
+
+
+TWO_CLASSES = """\
+import torch
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.proj(x) * 2
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.attention = Attention(d)
+
+    def forward(self, x):
+        h = self.attention(x)
+        return x + h
+"""
+
+
+def test_a_node_placed_within_its_function_walks_only_that_functions_statements() -> None:
+    import ast
+
+    module = cst.parse_module(TWO_CLASSES)
+    attention, block = [statement for statement in module.body if isinstance(statement, cst.ClassDef)]
+    forward = block.body.body[1]
+    add = forward.body.body[1].body[0].value  # `x + h`
+    placed = SourceMap(module, TWO_CLASSES, ast.parse(TWO_CLASSES))
+    assert placed.line_column(add, forward) == (20, 15)
+    assert placed.code(add, forward) == "x + h"
+    # Block's forward was walked, not Attention (the whole module is walked only for a node the hint misses)
+    assert not placed._all_walked
+    assert id(forward.body.body[0]) in placed._unit_of
+    assert id(attention.body.body[0]) not in placed._unit_of
+    # A def or class is its own statement: nothing walked for it
+    assert placed.line_column(attention, forward) == (4, 0)
+    assert not placed._all_walked
+
+
+def test_a_node_outside_the_function_named_is_still_placed() -> None:
+    import ast
+
+    module = cst.parse_module(TWO_CLASSES)
+    attention, block = [statement for statement in module.body if isinstance(statement, cst.ClassDef)]
+    proj = attention.body.body[0].body.body[1].body[0].value  # `torch.nn.Linear(d, d)` in Attention.__init__
+    placed = SourceMap(module, TWO_CLASSES, ast.parse(TWO_CLASSES))
+    assert placed.line_column(proj, block.body.body[1]) == (7, 20)
+    assert placed._all_walked
 
 
 def compare_ranges(module: cst.Module) -> int:

@@ -101,6 +101,7 @@ class Evaluator:
         self.positions = positions
         self.path = path
         self.graph = Graph()
+        self.function: cst.FunctionDef | None = None  # the function being run: where its nodes are placed from
         self.next_if = 1  # the number the next undecided `if` takes in the nodes' conditions
         self.recordings: list = []  # the inlined calls being recorded (shared_inlines), innermost last
         self.loops: tuple[int, ...] = ()  # the loops (ids of their statements) being evaluated
@@ -203,15 +204,15 @@ class Evaluator:
     # ----- helpers -----------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        return _position(self.positions, node)
+        return _position(self.positions, node, self.function)
 
     def place(self, node: cst.CSTNode):
         """`position(node)`, found when a graph node's place is first read (not bound to this evaluator: a
         recorded call's nodes outlive it)."""
-        return partial(_position, self.positions, node)
+        return partial(_position, self.positions, node, self.function)
 
     def code(self, node: cst.CSTNode) -> str:
-        return _code(self.positions, node)
+        return _code(self.positions, node, self.function)
 
     def _read_unseen(self, expr, scope: Scope) -> None:
         """Values a comprehension reads (`[norm(s) for s in states]`): used by code the graph does not hold."""
@@ -257,9 +258,13 @@ class Evaluator:
     # ----- functions and statements --------------------------------------------------
 
     def _run_function(self, func: cst.FunctionDef, scope: Scope, args: list, kwargs: dict):
-        self._bind_params(func.params, scope, args, kwargs)
-        self._run_block(func.body, scope)
-        return self._merge_returns(scope, func)
+        caller, self.function = self.function, func
+        try:
+            self._bind_params(func.params, scope, args, kwargs)
+            self._run_block(func.body, scope)
+            return self._merge_returns(scope, func)
+        finally:
+            self.function = caller
 
     def _merge_returns(self, scope: Scope, where: cst.CSTNode):
         values = [v for v in scope.returns if not isinstance(v, (Unknown, Const))]
@@ -1060,7 +1065,7 @@ class Evaluator:
         if operator != "add":  # only residual adds show their terms; rendering each level of a chain is quadratic
             return self.new(operator, inputs, where, scope)
         # the terms' text, read only for the adds that are residual connections (see Residual.terms)
-        texts = partial(_codes, self.positions, [term for _, term in operands])
+        texts = partial(_codes, self.positions, [term for _, term in operands], self.function)
         return self.new(operator, inputs, where, scope, terms=texts)
 
     def _scale_factor(self, value, scope: Scope):
@@ -1485,18 +1490,19 @@ def evaluate_returns(index: FileIndex, path: str, info: ClassInfo):
     return graph, returned.items if isinstance(returned, TupleValue) else (returned,)
 
 
-def _position(positions: SourceMap, node: cst.CSTNode) -> tuple[int, int]:
-    start = positions.line_column(node)
+def _position(positions: SourceMap, node: cst.CSTNode, within: cst.FunctionDef | None = None) -> tuple[int, int]:
+    """`within`: the function whose evaluation made the node (its statements are searched first)."""
+    start = positions.line_column(node, within)
     return (start[0], start[1] + 1) if start is not None else (0, 0)
 
 
-def _code(positions: SourceMap, node: cst.CSTNode) -> str:
+def _code(positions: SourceMap, node: cst.CSTNode, within: cst.FunctionDef | None = None) -> str:
     plain = _plain_dotted_name(node)
-    return plain if plain is not None else positions.code(node).strip()
+    return plain if plain is not None else positions.code(node, within).strip()
 
 
-def _codes(positions: SourceMap, nodes: list) -> list[str]:
-    return [_code(positions, node) for node in nodes]
+def _codes(positions: SourceMap, nodes: list, within: cst.FunctionDef | None = None) -> list[str]:
+    return [_code(positions, node, within) for node in nodes]
 
 
 def _plain_dotted_name(node) -> str | None:

@@ -82,8 +82,9 @@ class StaticExtractor:
         evaluator.plain_evaluations = self.plain_evaluations
         return evaluator
 
-    def span(self, node: cst.CSTNode | None) -> Span:
-        start = self.positions.line_column(node) if node is not None else None
+    def span(self, node: cst.CSTNode | None, within: cst.CSTNode | None = None) -> Span:
+        """`within`: the class or function the node is written in, when known (see SourceMap.line_column)."""
+        start = self.positions.line_column(node, within) if node is not None else None
         if start is None:
             return Span(self.path, 1, 1)
         return Span(self.path, start[0], start[1] + 1)
@@ -505,11 +506,11 @@ class StaticExtractor:
                     placement = self._builtin_placement(inner)
                     if placement is None:
                         continue
-                    self.builtin_owners.setdefault((self.span(inner.node).line, self.span(inner.node).column),
-                                                   info.name)
+                    span = self.span(inner.node, info.node)
+                    self.builtin_owners.setdefault((span.line, span.column), info.name)
                     for placed, condition in _open_placements(placement):
                         facts.append(ResidualAdd(
-                            span=self.span(inner.node), block=f"nn.{inner.name}", placement=placed, skip="src",
+                            span=span, block=f"nn.{inner.name}", placement=placed, skip="src",
                             branch="self_attn/feed_forward", stack=stack_key, builtin=f"nn.{inner.name}",
                             condition=condition))
             facts.extend(self._builtin_base_residuals(info))
@@ -531,8 +532,9 @@ class StaticExtractor:
             placement = self._builtin_placement(spec)
             if placement is None:
                 return []
-            self.builtin_owners.setdefault((self.span(call).line, self.span(call).column), info.name)
-            return [ResidualAdd(span=self.span(call), block=info.name, placement=placed, skip="src",
+            span = self.span(call, init)
+            self.builtin_owners.setdefault((span.line, span.column), info.name)
+            return [ResidualAdd(span=span, block=info.name, placement=placed, skip="src",
                                 branch="self_attn/feed_forward", builtin=f"nn.{bases[0]}", condition=condition)
                     for placed, condition in _open_placements(placement)]
         return []
@@ -641,7 +643,7 @@ class StaticExtractor:
                     continue
                 iteration = self.iterations.get(key)
                 stacks[key] = Stack(
-                    key=key, owner=info.name, attribute=f"self.{attr}", span=self.span(spec.node),
+                    key=key, owner=info.name, attribute=f"self.{attr}", span=self.span(spec.node, info.node),
                     block_classes=block_classes, depth=depth,
                     iteration=Span(self.path, *iteration) if iteration else None,
                     final_norm=final_norm, builtin_placement=builtin_placement,
@@ -679,7 +681,7 @@ class StaticExtractor:
         placement = combined_placement(own) if own else "none"
         if stacks and placement in ("none", "unknown"):
             placement = "none"
-        return ModelFacts(name=info.name, span=self.span(info.node.name),
+        return ModelFacts(name=info.name, span=self.span(info.node.name, info.node),
                           sequence_markers=tuple(dict.fromkeys(markers)), classes=tuple(sorted(classes)),
                           stacks=stacks, placement=placement)
 
@@ -739,15 +741,15 @@ class StaticExtractor:
                     if kind == "layernorm" and info.name in sequence_classes:
                         shape = inner.arg(0, "normalized_shape")
                         if isinstance(shape, (cst.List, cst.Tuple)) and len(shape.elements) >= 2:
-                            spans_sequence = self.span(inner.node)
+                            spans_sequence = self.span(inner.node, info.node)
                     in_sequence_model = info.name in sequence_classes
                     if in_sequence_model:
                         if pooled is None:
                             pooled = {id(spec) for spec in _after_linear(info)} | _feeding_linear(
                                 self.graphs.get(info.name))
                         in_sequence_model = id(inner) not in pooled
-                    norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node), owner=info.name,
-                                        variant=inner.name, spans_sequence=spans_sequence,
+                    norms.append(NormOp(kind=kind, form="module", span=self.span(inner.node, info.node),
+                                        owner=info.name, variant=inner.name, spans_sequence=spans_sequence,
                                         in_sequence_model=in_sequence_model))
         seen = set()
         for name, graph in self.graphs.items():
@@ -832,7 +834,7 @@ class StaticExtractor:
         if any(first.attr.lower().startswith(hint) for hint in FFN_CONTAINER_HINTS):
             return True
         inner = first.arg(1, "out_features")
-        inner_text = self.positions.code(inner) if inner is not None else ""
+        inner_text = self.positions.code(inner, first.owner.node if first.owner else None) if inner is not None else ""
         return any(hint in inner_text for hint in FFN_WIDTH_HINTS)
 
 

@@ -13,7 +13,9 @@ someone asks about: each statement of a module, class or function body is placed
 column CPython's AST gives it, generated alone (with the indentation of the blocks around it), and
 checked against the text at that place; a def or class is generated up to its body, whose
 statements are places of their own. Any disagreement (or a node outside those statements) falls
-back to generating the whole module. Most of a model file is never asked about.
+back to generating the whole module. Most of a model file is never asked about. Which statement a node
+belongs to is found by walking the statements: the function a caller names (`within`, the one it evaluates)
+first, every statement only when the node is not there.
 The tests compare the result with PositionProvider and code_for_node on every node of the fixtures.
 """
 
@@ -113,13 +115,17 @@ class SourceMap:
         self._line_offsets: list[int] = []
         # Statement by statement: each body statement -> (indentation around it, its line, its column in bytes)
         self._anchors: dict[cst.CSTNode, tuple[tuple[str, ...], int, int]] | None = None
+        self._anchor_ids: set[int] = set()
         if text is not None and isinstance(tree, ast.Module):
             anchors: dict = {}
             if _pair(module.body, tree.body, (), module.default_indent, anchors):
                 self._anchors = anchors
+                self._anchor_ids = {id(statement) for statement in anchors}
                 self._code = text
                 self._line_offsets = [0] + [match.end() for match in NEWLINE.finditer(text)]
-        self._unit_of: dict[int, cst.CSTNode] | None = None  # id of a node -> the statement it is placed with
+        self._unit_of: dict[int, cst.CSTNode] = {}  # id of a node -> the statement it is placed with (walked so far)
+        self._walked: set[int] = set()  # ids of the statements whose nodes are in _unit_of
+        self._all_walked = False
         self._starts: dict[int, int] = {}  # placed so far: id of a node -> start offset
         self._spans: dict[int, tuple[int, int]] = {}  # id of a node -> its code's span in the text
         self._placed: set[cst.CSTNode] = set()  # statements placed (def and class: up to their body)
@@ -140,11 +146,12 @@ class SourceMap:
             self._anchors = None
         return self._state
 
-    def line_column(self, node: cst.CSTNode) -> tuple[int, int] | None:
-        """(1-based line, 0-based column), like PositionProvider's `.start`; None for a node not in the module."""
+    def line_column(self, node: cst.CSTNode, within: cst.CSTNode | None = None) -> tuple[int, int] | None:
+        """(1-based line, 0-based column), like PositionProvider's `.start`; None for a node not in the module.
+        `within`: a def or class the node is likely under (only statements under it are walked first)."""
         if self._anchors is not None:
             offset = self._starts.get(id(node))
-            if offset is None and self._place(node):
+            if offset is None and self._place(node, within=within):
                 offset = self._starts.get(id(node))
             if self._anchors is not None:
                 if offset is None:
@@ -158,12 +165,12 @@ class SourceMap:
         line = bisect_right(self._line_offsets, offset)
         return line, offset - self._line_offsets[line - 1]
 
-    def code(self, node: cst.CSTNode) -> str:
+    def code(self, node: cst.CSTNode, within: cst.CSTNode | None = None) -> str:
         """The node's code with the whitespace it owns, as `Module.code_for_node` gives it for an expression
-        (a nested statement's lines keep their indentation here)."""
+        (a nested statement's lines keep their indentation here). `within`: as for `line_column`."""
         if self._anchors is not None:
             span = self._spans.get(id(node))
-            if span is None and self._place(node, whole=True):
+            if span is None and self._place(node, whole=True, within=within):
                 span = self._spans.get(id(node))
             if self._anchors is not None:
                 return self._code[span[0]:span[1]] if span is not None else self._module.code_for_node(node)
@@ -174,12 +181,10 @@ class SourceMap:
 
     # ----- placing statement by statement -------------------------------------------------------
 
-    def _place(self, node: cst.CSTNode, whole: bool = False) -> bool:
+    def _place(self, node: cst.CSTNode, whole: bool = False, within: cst.CSTNode | None = None) -> bool:
         """Place the statement `node` belongs to; False when it was placed already, or when the whole
         module is generated instead (`node` belongs to no statement, or the text disagrees)."""
-        if self._unit_of is None:
-            self._unit_of = _units(self._module, self._anchors)
-        unit = self._unit_of.get(id(node))
+        unit = self._unit(node, within)
         if unit is None:  # whitespace, a block, a node of another module: the whole module says
             self._mapped()
             return False
@@ -192,6 +197,39 @@ class SourceMap:
             self._mapped()
             return False
         return True
+
+    def _unit(self, node: cst.CSTNode, within: cst.CSTNode | None) -> cst.CSTNode | None:
+        """The statement `node` is placed with: a statement is its own; else the statements under `within`
+        are walked first, until one owns the node, and every statement only when none does (each statement's
+        nodes are walked once)."""
+        unit_of = self._unit_of
+        unit = unit_of.get(id(node))
+        if unit is not None or self._all_walked:
+            return unit
+        anchor_ids = self._anchor_ids
+        if id(node) in anchor_ids:
+            return node
+        if within is not None and id(within) in anchor_ids:
+            pending = [within]
+            while pending:  # `within` and the statements of its body, of theirs...
+                statement = pending.pop()
+                if id(statement) not in self._walked:
+                    self._walk_unit(statement)
+                    unit = unit_of.get(id(node))
+                    if unit is not None:
+                        return unit
+                body = getattr(statement, "body", None)
+                if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and isinstance(body, cst.IndentedBlock):
+                    pending.extend(reversed(body.body))  # in the source's order
+        for statement in self._anchors:
+            self._walk_unit(statement)
+        self._all_walked = True
+        return unit_of.get(id(node))
+
+    def _walk_unit(self, unit: cst.CSTNode) -> None:
+        if id(unit) not in self._walked:
+            self._walked.add(id(unit))
+            _unit_nodes(unit, self._unit_of)
 
     def _generate(self, unit: cst.CSTNode, whole: bool) -> None:
         indents, line, column = self._anchors[unit]
@@ -258,28 +296,33 @@ def _units(module: cst.Module, anchors: dict) -> dict[int, cst.CSTNode]:
     header; its body's statements own themselves)."""
     unit_of: dict[int, cst.CSTNode] = {}
     for unit in anchors:
-        unit_of[id(unit)] = unit
-        pending = [unit]
-        body = getattr(unit, "body", None)
-        skip = body if isinstance(unit, (cst.FunctionDef, cst.ClassDef)) and isinstance(body, cst.IndentedBlock) else None
-        while pending:  # walk.walk's loop, writing down each node's statement
-            node = pending.pop()
-            kind = type(node)
-            for name in _child_fields.get(kind) or child_fields(kind):
-                value = getattr(node, name)
-                value_kind = type(value)
-                if value_kind is tuple or value_kind is list:
-                    for item in value:
-                        known = _is_node.get(type(item))
-                        if known or (known is None and is_node(type(item))):
-                            unit_of[id(item)] = unit
-                            pending.append(item)
-                elif value is not skip:
-                    known = _is_node.get(value_kind)
-                    if known or (known is None and is_node(value_kind)):
-                        unit_of[id(value)] = unit
-                        pending.append(value)
+        _unit_nodes(unit, unit_of)
     return unit_of
+
+
+def _unit_nodes(unit: cst.CSTNode, unit_of: dict[int, cst.CSTNode]) -> None:
+    """Write down `unit` as the statement of each node it owns (a def or class: up to its body)."""
+    unit_of[id(unit)] = unit
+    pending = [unit]
+    body = getattr(unit, "body", None)
+    skip = body if isinstance(unit, (cst.FunctionDef, cst.ClassDef)) and isinstance(body, cst.IndentedBlock) else None
+    while pending:  # walk.walk's loop, writing down each node's statement
+        node = pending.pop()
+        kind = type(node)
+        for name in _child_fields.get(kind) or child_fields(kind):
+            value = getattr(node, name)
+            value_kind = type(value)
+            if value_kind is tuple or value_kind is list:
+                for item in value:
+                    known = _is_node.get(type(item))
+                    if known or (known is None and is_node(type(item))):
+                        unit_of[id(item)] = unit
+                        pending.append(item)
+            elif value is not skip:
+                known = _is_node.get(value_kind)
+                if known or (known is None and is_node(value_kind)):
+                    unit_of[id(value)] = unit
+                    pending.append(value)
 
 
 class _SyntacticRange(_SyntacticStart):
