@@ -32,9 +32,11 @@ from typing import Any
 
 from reslint.trace.conditioning_inputs import conditioning_kind, conditioning_spec
 from reslint.trace.declared_inputs import declared_candidate
-from reslint.trace.forward_body import asked_inputs, parameter_ranks
+from reslint.trace.documented_inputs import make_value
+from reslint.trace.forward_body import asked_inputs, compared_strings, parameter_ranks
 from reslint.trace.graph_inputs import graph_candidate
-from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters
+from reslint.trace.mapping_inputs import mapping_candidates
 from reslint.trace.tabular_inputs import tabular_candidate
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
@@ -57,7 +59,9 @@ def plain_candidates(model: Any) -> list[Candidate]:
             raise
         return [declared]
     guess = complete(model, *firsts[0], Choice())
-    tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + [guess]
+    # a forward reading its tensors from one mapping (`windows_batch["insample_y"]`): no tensor guess can run
+    tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + \
+        mapping_candidates(model) + [guess]
     first = firsts[0][0]
     if isinstance(first, TensorSpec) and first.shape and (graph := graph_candidate(model, first.shape[-1])) is not None:
         tried.append(graph)
@@ -366,11 +370,14 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     if choice.side == "width" and (width := model_width(model)) is not None:
         side = TensorSpec("float32", (batch, seq, width))
     specs, values = [first], dict(extra)
+    switches = compared_strings(model)  # a required mode switch (`forward(x, mode: str)`, `if mode == "norm"`)
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
         keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
         number = number_value(parameter, choice, seq)
+        if number is None and parameter.name in switches:
+            number = switches[parameter.name]
         if number is not None and keyword:
             values[keyword] = number
             continue
@@ -475,8 +482,8 @@ def probe(model: Any, candidates: list[Candidate], unprobed: list[Candidate] = (
         if time.process_time() > deadline:
             break
         specs, extra, _ = candidate
-        args = tuple(make_tensor(spec, "cpu") for spec in specs if not spec.name)
-        kwargs = {**extra, **{spec.name: make_tensor(spec, "cpu") for spec in specs if spec.name}}
+        args = tuple(make_value(spec, "cpu") for spec in specs if not spec.name)
+        kwargs = {**extra, **{spec.name: make_value(spec, "cpu") for spec in specs if spec.name}}
         try:
             with torch.no_grad(), torch.random.fork_rng():
                 copy(*args, **kwargs)
