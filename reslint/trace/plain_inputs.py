@@ -91,6 +91,13 @@ def plain_candidates(model: Any) -> list[Candidate]:
         given = with_specs(conditioned, chosen)
         if given not in tried:
             tried.append(given)
+    # last, so that no earlier set moves: the rank the body reads the first input with too (`B, L, H, E =
+    # queries.shape`: heads already split), further inputs made like it alike, and a required mask left None
+    unmasked = complete(model, *firsts[0], Choice(NO_MASK))
+    for each in (ranked(guess, ranks, positional_names(model)[:1]), unmasked,
+                 ranked(unmasked, ranks, positional_names(model)[:1])):
+        if each not in tried:
+            tried.append(each)
     # a model too large to probe hands the capture its first few sets, and then every conditioning input at once
     # (a diffusion transformer's forward needs its timestep and labels however it is built)
     return probe(model, tried, [with_specs(conditioned, optional)] if optional else [])
@@ -339,6 +346,7 @@ class Choice:
     consumers: bool = False  # conditioning parameters shaped by the layer that reads them (conditioning_inputs)
 
 
+NO_MASK = ("none",)
 MASK_SHAPES = (("batch", "seq"), ("batch", "1", "seq"), ("batch", "seq", "seq"), ("batch", "1", "seq", "seq"),
                ("seq", "seq"), ("1", "seq", "seq"))
 CHOICES = (Choice(), Choice(consumers=True), *(Choice(mask) for mask in MASK_SHAPES), Choice(side="width"),
@@ -381,6 +389,9 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
         if number is not None and keyword:
             values[keyword] = number
             continue
+        if choice.mask == NO_MASK and "mask" in parameter.name.lower() and keyword:
+            values[keyword] = None  # a required mask that None turns off (`if self.mask_flag and attn_mask`)
+            continue
         spec = token_ids_spec(model, parameter, batch) or \
             (conditioning_spec(model, parameter, batch, seq) if choice.consumers else None) or \
             parameter_spec(parameter, side, batch, seq, choice.mask)
@@ -390,12 +401,18 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     return specs, values, where
 
 
-def ranked(candidate: Candidate, ranks: dict[str, int]) -> Candidate:
-    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with."""
+def ranked(candidate: Candidate, ranks: dict[str, int], first: list[str] = ()) -> Candidate:
+    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with; `first`:
+    the first input's name, to rank it too, and the further inputs made like it that the body gives no rank."""
     specs, extra, where = candidate
-    if not ranks or len(specs) < 2 or not isinstance(specs[0], TensorSpec):
+    if not ranks or not specs or not isinstance(specs[0], TensorSpec) or (len(specs) < 2 and not first):
         return candidate
-    return [specs[0], *(with_rank(spec, ranks.get(spec.name)) if spec.name else spec for spec in specs[1:])], extra, where
+    head = with_rank(specs[0], ranks.get(first[0])) if first else specs[0]
+    like = {specs[0].shape: head.shape} if head.shape != specs[0].shape else {}
+    further = [with_rank(spec, ranks.get(spec.name)) if spec.name and spec.name in ranks
+               else TensorSpec(spec.dtype, like[spec.shape], spec.high, spec.name, spec.fill)
+               if spec.dtype == specs[0].dtype and spec.shape in like else spec for spec in specs[1:]]
+    return [head, *further], extra, where
 
 
 def with_rank(spec: TensorSpec, rank: int | None) -> TensorSpec:
