@@ -540,24 +540,25 @@ def raised_in(value: Built, error: BaseException) -> bool:
 
 def statement_names(cls: type, error: BaseException) -> list[str]:
     """The names in the statement that raised `error` inside the constructor of `cls` (or of a base)."""
+    found = failing_entry(cls, error)
+    return [] if found is None else statement_at(found)
+
+
+def failing_entry(cls: type, error: BaseException) -> Any:
+    """The last traceback entry of `error` inside the constructor of `cls` (or of a base); None if none."""
     inits = init_codes(cls)
     tb, found = error.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_code in inits:
             found = tb
         tb = tb.tb_next
-    return [] if found is None else statement_at(found)
+    return found
 
 
 def allowed_strings(cls: type, error: BaseException, guess: Any) -> list[str]:
     """The strings of a container the failing statement of `cls`'s constructor names (a module constant or a
     local), in order, where `guess` is a string not among them; [] otherwise."""
-    inits = init_codes(cls)
-    tb, found = error.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code in inits:
-            found = tb
-        tb = tb.tb_next
+    found = failing_entry(cls, error)
     if found is None or not isinstance(guess, str):
         return []
     frame = found.tb_frame
