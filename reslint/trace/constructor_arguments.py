@@ -463,6 +463,10 @@ def retry_arguments(cls: type, namespace: dict, arguments: dict, depth: list[str
             value = value_for(parameters[name], namespace, image_model, depth)
             if value is not NOT_INFERRED:
                 changed[name] = value
+    for name in named:  # a guessed string the statement checks against a container (`assert act in ACTIVATIONS`)
+        allowed = allowed_strings(cls, error, arguments.get(name))
+        if isinstance(arguments.get(name), str) and allowed:
+            changed[name] = next((item for item in allowed if item.lower() == arguments[name].lower()), allowed[0])
     if changed != arguments:
         return changed, depth
     keywords = keyword_arguments(cls, arguments, depth, error)
@@ -536,13 +540,36 @@ def raised_in(value: Built, error: BaseException) -> bool:
 
 def statement_names(cls: type, error: BaseException) -> list[str]:
     """The names in the statement that raised `error` inside the constructor of `cls` (or of a base)."""
+    found = failing_entry(cls, error)
+    return [] if found is None else statement_at(found)
+
+
+def failing_entry(cls: type, error: BaseException) -> Any:
+    """The last traceback entry of `error` inside the constructor of `cls` (or of a base); None if none."""
     inits = init_codes(cls)
     tb, found = error.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_code in inits:
             found = tb
         tb = tb.tb_next
-    return [] if found is None else statement_at(found)
+    return found
+
+
+def allowed_strings(cls: type, error: BaseException, guess: Any) -> list[str]:
+    """The strings of a container the failing statement of `cls`'s constructor names (a module constant or a
+    local), in order, where `guess` is a string not among them; [] otherwise."""
+    found = failing_entry(cls, error)
+    if found is None or not isinstance(guess, str):
+        return []
+    frame = found.tb_frame
+    for name in statement_at(found):
+        value = frame.f_locals.get(name, frame.f_globals.get(name))
+        if isinstance(value, dict):
+            value = list(value)
+        if isinstance(value, (list, tuple, set, frozenset)) and value and guess not in value \
+                and all(isinstance(item, str) for item in value):
+            return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    return []
 
 
 def init_codes(cls: type) -> set:

@@ -31,10 +31,12 @@ INDEX = re.compile(r"(index|indices|_ids?|_type|uid|_to_\w+)$")
 
 @dataclass(frozen=True)
 class StructSpec:
-    """A dataclass (or TypedDict) argument: its class and one TensorSpec per field."""
+    """A dataclass (or TypedDict, or dict) argument: its class and one TensorSpec per field; `nones`: keys that
+    hold None (a mapping's optional entries)."""
     name: str
     cls: type
     fields: tuple = ()
+    nones: tuple = ()
 
     @property
     def dtype(self) -> str:  # what a caller reading `specs[0].dtype` of a candidate sees
@@ -44,6 +46,7 @@ class StructSpec:
 def make_value(spec: Any, device: str) -> Any:
     if isinstance(spec, StructSpec):
         values = {field.name: make_tensor(field, device) for field in spec.fields}
+        values.update(dict.fromkeys(spec.nones))
         if dataclasses.is_dataclass(spec.cls):
             register(spec.cls)
             return spec.cls(**values)

@@ -113,3 +113,24 @@ def axis_count(side: str) -> int | None:
                 count += 1
         return count or None
     return len(side) or None
+
+
+def compared_strings(model: Any) -> dict[str, str]:
+    """{forward parameter: the first string constant the body compares it with} (`if mode == "norm":`): the
+    value a required mode switch takes."""
+    tree, parameters = forward_tree(model)
+    if tree is None:
+        return {}
+    found: list[tuple[int, int, str, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            continue
+        sides = (node.left, node.comparators[0])
+        for name, constant in (sides, sides[::-1]):
+            if isinstance(name, ast.Name) and name.id in parameters and isinstance(constant, ast.Constant) \
+                    and isinstance(constant.value, str):
+                found.append((node.lineno, node.col_offset, name.id, constant.value))
+    strings: dict[str, str] = {}
+    for _, _, name, value in sorted(found):
+        strings.setdefault(name, value)
+    return strings

@@ -70,7 +70,8 @@ def describe(specs: list[TensorSpec]) -> str:
     parts = []
     for spec in specs:
         if isinstance(spec, StructSpec):
-            parts.append(f"{spec.name}={spec.cls.__name__}({describe(list(spec.fields)).replace('; ', ', ')})")
+            fields = [describe(list(spec.fields)).replace("; ", ", "), *(f"{key}=None" for key in spec.nones)]
+            parts.append(f"{spec.name}={spec.cls.__name__}({', '.join(field for field in fields if field)})")
             continue
         text = f"{reverse.get(spec.dtype, spec.dtype)}[{','.join(map(str, spec.shape))}]"
         if spec.high is not None:

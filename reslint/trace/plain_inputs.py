@@ -32,9 +32,11 @@ from typing import Any
 
 from reslint.trace.conditioning_inputs import conditioning_kind, conditioning_spec
 from reslint.trace.declared_inputs import declared_candidate
-from reslint.trace.forward_body import asked_inputs, parameter_ranks
+from reslint.trace.documented_inputs import make_value
+from reslint.trace.forward_body import asked_inputs, compared_strings, parameter_ranks
 from reslint.trace.graph_inputs import graph_candidate
-from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters, make_tensor
+from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters
+from reslint.trace.mapping_inputs import mapping_candidates
 from reslint.trace.tabular_inputs import tabular_candidate
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
@@ -57,7 +59,9 @@ def plain_candidates(model: Any) -> list[Candidate]:
             raise
         return [declared]
     guess = complete(model, *firsts[0], Choice())
-    tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + [guess]
+    # a forward reading its tensors from one mapping (`windows_batch["insample_y"]`): no tensor guess can run
+    tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + \
+        mapping_candidates(model) + [guess]
     first = firsts[0][0]
     if isinstance(first, TensorSpec) and first.shape and (graph := graph_candidate(model, first.shape[-1])) is not None:
         tried.append(graph)
@@ -87,6 +91,13 @@ def plain_candidates(model: Any) -> list[Candidate]:
         given = with_specs(conditioned, chosen)
         if given not in tried:
             tried.append(given)
+    # last, so that no earlier set moves: the rank the body reads the first input with too (`B, L, H, E =
+    # queries.shape`: heads already split), further inputs made like it alike, and a required mask left None
+    unmasked = complete(model, *firsts[0], Choice(NO_MASK))
+    for each in (ranked(guess, ranks, positional_names(model)[:1]), unmasked,
+                 ranked(unmasked, ranks, positional_names(model)[:1])):
+        if each not in tried:
+            tried.append(each)
     # a model too large to probe hands the capture its first few sets, and then every conditioning input at once
     # (a diffusion transformer's forward needs its timestep and labels however it is built)
     return probe(model, tried, [with_specs(conditioned, optional)] if optional else [])
@@ -335,6 +346,7 @@ class Choice:
     consumers: bool = False  # conditioning parameters shaped by the layer that reads them (conditioning_inputs)
 
 
+NO_MASK = ("none",)
 MASK_SHAPES = (("batch", "seq"), ("batch", "1", "seq"), ("batch", "seq", "seq"), ("batch", "1", "seq", "seq"),
                ("seq", "seq"), ("1", "seq", "seq"))
 CHOICES = (Choice(), Choice(consumers=True), *(Choice(mask) for mask in MASK_SHAPES), Choice(side="width"),
@@ -366,13 +378,19 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     if choice.side == "width" and (width := model_width(model)) is not None:
         side = TensorSpec("float32", (batch, seq, width))
     specs, values = [first], dict(extra)
+    switches = compared_strings(model)  # a required mode switch (`forward(x, mode: str)`, `if mode == "norm"`)
     for parameter in parameters[1:]:
         if parameter.default is not inspect.Parameter.empty:
             continue
         keyword = parameter.name if parameter.kind is not parameter.POSITIONAL_ONLY else ""
         number = number_value(parameter, choice, seq)
+        if number is None and parameter.name in switches:
+            number = switches[parameter.name]
         if number is not None and keyword:
             values[keyword] = number
+            continue
+        if choice.mask == NO_MASK and "mask" in parameter.name.lower() and keyword:
+            values[keyword] = None  # a required mask that None turns off (`if self.mask_flag and attn_mask`)
             continue
         spec = token_ids_spec(model, parameter, batch) or \
             (conditioning_spec(model, parameter, batch, seq) if choice.consumers else None) or \
@@ -383,12 +401,18 @@ def complete(model: Any, first: TensorSpec | list[TensorSpec], like: TensorSpec 
     return specs, values, where
 
 
-def ranked(candidate: Candidate, ranks: dict[str, int]) -> Candidate:
-    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with."""
+def ranked(candidate: Candidate, ranks: dict[str, int], first: list[str] = ()) -> Candidate:
+    """`candidate` with its further keyword tensors given the ranks the forward's body reads them with; `first`:
+    the first input's name, to rank it too, and the further inputs made like it that the body gives no rank."""
     specs, extra, where = candidate
-    if not ranks or len(specs) < 2 or not isinstance(specs[0], TensorSpec):
+    if not ranks or not specs or not isinstance(specs[0], TensorSpec) or (len(specs) < 2 and not first):
         return candidate
-    return [specs[0], *(with_rank(spec, ranks.get(spec.name)) if spec.name else spec for spec in specs[1:])], extra, where
+    head = with_rank(specs[0], ranks.get(first[0])) if first else specs[0]
+    like = {specs[0].shape: head.shape} if head.shape != specs[0].shape else {}
+    further = [with_rank(spec, ranks.get(spec.name)) if spec.name and spec.name in ranks
+               else TensorSpec(spec.dtype, like[spec.shape], spec.high, spec.name, spec.fill)
+               if spec.dtype == specs[0].dtype and spec.shape in like else spec for spec in specs[1:]]
+    return [head, *further], extra, where
 
 
 def with_rank(spec: TensorSpec, rank: int | None) -> TensorSpec:
@@ -475,8 +499,8 @@ def probe(model: Any, candidates: list[Candidate], unprobed: list[Candidate] = (
         if time.process_time() > deadline:
             break
         specs, extra, _ = candidate
-        args = tuple(make_tensor(spec, "cpu") for spec in specs if not spec.name)
-        kwargs = {**extra, **{spec.name: make_tensor(spec, "cpu") for spec in specs if spec.name}}
+        args = tuple(make_value(spec, "cpu") for spec in specs if not spec.name)
+        kwargs = {**extra, **{spec.name: make_value(spec, "cpu") for spec in specs if spec.name}}
         try:
             with torch.no_grad(), torch.random.fork_rng():
                 copy(*args, **kwargs)
