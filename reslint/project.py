@@ -61,6 +61,7 @@ class Project:
     files: dict[str, FileLinks] = field(default_factory=dict)  # display path -> links
     paths: dict[str, str] = field(default_factory=dict)  # display path -> absolute path
     displays: dict[str, str] = field(default_factory=dict)  # absolute path -> display path (the inverse)
+    resolved: dict[tuple[str, str], ClassKey | None] = field(default_factory=dict)  # (importer, dotted) -> resolve's
 
     # ----- files ---------------------------------------------------------------------------------
 
@@ -95,6 +96,12 @@ class Project:
         if "." not in dotted:
             return display, dotted
         importer = self.paths[display]
+        key = (importer, dotted)
+        if key not in self.resolved:  # asked again for every class reached through the same import
+            self.resolved[key] = self._resolve(importer, dotted)
+        return self.resolved[key]
+
+    def _resolve(self, importer: str, dotted: str) -> ClassKey | None:
         level = len(dotted) - len(dotted.lstrip("."))
         module, _, name = dotted[level:].rpartition(".")
         found = ProjectIndex.for_file(importer, self.settings.root).module_file(importer, module, level)

@@ -29,13 +29,14 @@ project builds a class: for model discovery and for facts that need the classes 
 from __future__ import annotations
 
 import ast
+import codecs
 import contextlib
 import hashlib
 import os
 import re
 import warnings
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -56,6 +57,7 @@ CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "P
 IMPORT_CLAUSE = re.compile(rb"import[ \t]+(\([^)]*\)|[^\n]*)")  # matched where `import` starts a word
 WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263's encoding declaration
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,8 @@ class ProjectIndex:
         if known is not None:
             self._indexes.move_to_end(key)
             return known[0]
-        index = index_class.config_module(source)
+        # the tree resolving the config's import parsed already serves, where it is the UTF-8 text's
+        index = index_class.config_module(source, self.syntax_tree(path) if parses_as_utf8_text(source) else None)
         if index is None:
             return self.file_index(path, index_class)
         self._keep_index(key, index, len(source))
@@ -381,8 +384,10 @@ class ProjectIndex:
         key = (target, "builders", id(index))
         if key not in self._facts:
             names = [name for name, info in index.classes.items() if index.is_module_class(info)]
-            files = {site.path for sites in self.construction_sites_of(target, names).values()
-                     for site in sites if site.path != target}
+            # What a builder gives is its command-line defaults (`argument_defaults`: `add_argument` calls), so a
+            # file that never spells `add_argument` is not searched for sites (nor parsed, nor its imports resolved).
+            files = {site.path for sites in self.construction_sites_of(target, names, among=self.declares_arguments)
+                     .values() for site in sites if site.path != target}
             self._facts[key] = [(file, other) for file in sorted(files) if (other := self.file_index(file, type(index))) is not None]
         return self._facts[key]
 
@@ -584,9 +589,10 @@ class ProjectIndex:
         (`layer = ConvolutionModule`, called later through `layer`): see `references_of`."""
         return self.construction_sites_of(path, (class_name,), references)[class_name]
 
-    def construction_sites_of(self, path: str | os.PathLike, class_names,
-                              references: bool = False) -> dict[str, list[ConstructionSite]]:
-        """`construction_sites` of several classes of one file, in one pass over the project's files."""
+    def construction_sites_of(self, path: str | os.PathLike, class_names, references: bool = False,
+                              among: Callable[[Path], bool] | None = None) -> dict[str, list[ConstructionSite]]:
+        """`construction_sites` of several classes of one file, in one pass over the project's files (only the
+        files `among` accepts, when given)."""
         target = Path(os.path.abspath(path))
         stem = target.stem
         collect = references_of if references else calls_of
@@ -602,20 +608,25 @@ class ProjectIndex:
         for position in sorted(places):
             candidate = files[position]
             if position == target_position:  # a Path comparison per project file and class was a cost too
-                tree = self.syntax_tree(target)
+                tree = self.syntax_tree(target) if among is None or among(target) else None
                 for class_name in sites:
                     sites[class_name].extend(collect(target, tree, {class_name}, set(), class_name)
                                              if tree is not None else ())
                 continue
             words = self.imported_words(candidate)
-            for class_name in sites:
-                if class_name not in words and stem not in words:
-                    continue
+            wanted = [class_name for class_name in sites if class_name in words or stem in words]
+            if not wanted or among is not None and not among(candidate):
+                continue
+            for class_name in wanted:
                 names, modules = self._bindings(candidate, target, class_name)
                 tree = self.syntax_tree(candidate) if names or modules else None
                 if tree is not None:
                     sites[class_name].extend(collect(candidate, tree, names, modules, class_name))
         return sites
+
+    def declares_arguments(self, path: Path) -> bool:
+        """Whether the file's text spells `add_argument` (a command-line parser's arguments may be there)."""
+        return b"add_argument" in (self.source(path) or b"")
 
     def files_importing(self, files: list[Path]) -> dict[str, list[int]]:
         """Each word of the project files' import statements -> the places (in `files`) of the files whose
@@ -879,6 +890,18 @@ def _called_parameter(expr: ast.expr, params: tuple[str, ...]) -> str | None:
 def called_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def parses_as_utf8_text(source: bytes) -> bool:
+    """Whether CPython's parse of the source's bytes is that of its UTF-8 text: no byte-order mark and no
+    encoding declared (PEP 263) other than UTF-8, in the first two lines."""
+    if source.startswith(codecs.BOM_UTF8):
+        return False
+    for line in source.split(b"\n", 2)[:2]:
+        declared = CODING.match(line)
+        if declared is not None:
+            return declared.group(1).lower().replace(b"_", b"-") in (b"utf-8", b"utf8")
+    return True
 
 
 def parse_quietly(source: bytes, path: Path) -> ast.Module | None:

@@ -295,3 +295,143 @@ def test_a_library_callers_objects_are_never_frozen() -> None:
     report = reslint.check([str(REPO_ROOT / "fixtures" / "fixes")], static=True, cache=False, jobs=1)
     assert report.findings  # the files were analysed
     assert gc.get_freeze_count() == before
+
+
+# ----- wave 10: less work around the engine -----
+
+BLOCK_READING_ARGS = """\
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, args):
+        super().__init__()
+        self.pre_norm = args.pre_norm
+        self.norm = nn.LayerNorm(16)
+        self.ff = nn.Linear(16, 16)
+
+    def forward(self, x):
+        if self.pre_norm:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+"""
+SCRIPT_WITH_ARGUMENTS = """\
+import argparse
+
+from model import Block
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--pre-norm", action="store_true")
+block = Block(parser.parse_args())
+"""
+BUILDER_WITHOUT_ARGUMENTS = """\
+from model import Block
+
+
+def build(args):
+    return Block(args)
+"""
+
+
+def test_a_builder_without_command_line_arguments_is_not_searched(tmp_path, monkeypatch) -> None:
+    """A model's builders are read for their command-line defaults only: a file that builds the model but never
+    spells `add_argument` is not parsed for its sites, and the default still comes from the script that has them."""
+    import reslint.project_index as project_index
+    from reslint.static.index import FileIndex
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(BLOCK_READING_ARGS)
+    (tmp_path / "train.py").write_text(SCRIPT_WITH_ARGUMENTS)
+    (tmp_path / "build.py").write_text(BUILDER_WITHOUT_ARGUMENTS)
+    parsed = []
+    parse_quietly = project_index.parse_quietly
+    monkeypatch.setattr(project_index, "parse_quietly", lambda source, path: parsed.append(Path(path).name) or
+                        parse_quietly(source, path))
+    project_index.ProjectIndex._shared.clear()
+    path = tmp_path / "model.py"
+    result = analyze_file(str(path), path.read_bytes(), Settings(static=True), str(path))
+    assert [(finding.code, finding.line) for finding in result.findings] == [("RL101", 14)]
+    assert result.reads == [str(tmp_path / "train.py")]
+    project_index.ProjectIndex._shared.clear()
+    parsed.clear()
+    index = project_index.ProjectIndex.for_file(path)
+    builders = index.builder_indexes(path, FileIndex(cst.parse_module(BLOCK_READING_ARGS)))
+    assert [(path.name, list(builder.argument_defaults())) for path, builder in builders] == [("train.py", ["pre_norm"])]
+    assert "train.py" in parsed and "build.py" not in parsed  # model.py: read to resolve train.py's import
+    assert [site.path.name for site in index.construction_sites(path, "Block")] == ["build.py", "train.py"]
+
+
+def test_a_resolved_import_is_looked_up_once_per_project_run(tmp_path, monkeypatch) -> None:
+    from reslint.project import Project
+    from reslint.project_index import ProjectIndex
+
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)  # display paths are relative to the working directory
+    (tmp_path / "model.py").write_text(BLOCK_READING_ARGS)
+    (tmp_path / "train.py").write_text(SCRIPT_WITH_ARGUMENTS)
+    looked_up = []
+    module_file = ProjectIndex.module_file
+    monkeypatch.setattr(ProjectIndex, "module_file", lambda self, *args: looked_up.append(args[1:]) or
+                        module_file(self, *args))
+    project = Project(Settings(static=True, root=str(tmp_path)))
+    project.register(str(tmp_path / "train.py"), "train.py")
+    assert project.resolve("train.py", "model.Block") == ("model.py", "Block")
+    assert project.resolve("train.py", "model.Block") == ("model.py", "Block")
+    assert project.resolve("train.py", ".model.Block") == ("model.py", "Block")
+    assert looked_up == [("model", 0), ("model", 1)]
+
+
+CONFIG_MODULE = """\
+{cookie}class BlockConfig:
+    name = "bloc"
+
+    def __init__(self, pre_norm=False, width=16):
+        self.pre_norm = pre_norm
+        self.width = width
+"""
+MODEL_IMPORTING_ITS_CONFIG = """\
+import torch.nn as nn
+
+from .configuration_block import BlockConfig
+
+
+class Block(nn.Module):
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.pre_norm = config.pre_norm
+        self.norm = nn.LayerNorm(config.width)
+        self.ff = nn.Linear(config.width, config.width)
+
+    def forward(self, x):
+        if self.pre_norm:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+"""
+
+
+@pytest.mark.parametrize("cookie, parses", [("", 1), ("# -*- coding: utf-8 -*-\n", 1), ("# coding: latin-1\n", 2)])
+def test_an_imported_config_module_is_parsed_once(tmp_path, monkeypatch, cookie, parses) -> None:
+    """The config module's import is resolved from its CPython AST, and its defaults are read from the same tree
+    (parsed twice before); a module declaring another encoding than UTF-8 is read from its UTF-8 text as before."""
+    from reslint.project_index import ProjectIndex
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "configuration_block.py").write_text(CONFIG_MODULE.format(cookie=cookie), encoding="utf-8")
+    path = package / "modeling_block.py"
+    path.write_text(MODEL_IMPORTING_ITS_CONFIG)
+    config_parses = []
+    parse = ast.parse
+
+    def counted(source, *args, **kwargs):
+        if ("BlockConfig:" if isinstance(source, str) else b"BlockConfig:") in source:
+            config_parses.append(1)
+        return parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counted)
+    ProjectIndex._shared.clear()
+    result = analyze_file(str(path), path.read_bytes(), Settings(static=True), str(path))
+    assert [(finding.code, finding.line) for finding in result.findings] == [("RL101", 16)]
+    assert len(config_parses) == parses

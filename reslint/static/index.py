@@ -110,10 +110,11 @@ class FileIndex:
         self._complete = True
 
     @staticmethod
-    def config_module(source: bytes) -> FileIndex | None:
+    def config_module(source: bytes, tree: ast.Module | None = None) -> FileIndex | None:
         """A config module's index for its defaults only, read with `ast` (`ConfigIndex`); None when CPython
-        does not parse it (the project index then reads it with libcst)."""
-        return config_index(source)
+        does not parse it (the project index then reads it with libcst). `tree`: CPython's AST of the source's
+        UTF-8 text, when parsed already."""
+        return config_index(source, tree)
 
     # ----- imports and names -------------------------------------------------
 
@@ -1004,15 +1005,17 @@ def reads_a_config_default(expr: ast.expr) -> bool:
                for node in ast.walk(expr))
 
 
-def config_index(source: bytes) -> ConfigIndex | None:
-    """The ConfigIndex of a file's source; None when CPython does not parse it as UTF-8 text."""
+def config_index(source: bytes, tree: ast.Module | None = None) -> ConfigIndex | None:
+    """The ConfigIndex of a file's source; None when CPython does not parse it as UTF-8 text. `tree`: that
+    text's AST, when parsed already."""
     import warnings
 
     try:
         text = source.decode("utf-8")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
     except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     try:
