@@ -209,9 +209,7 @@ class _Chain:
             default = parameter_default(function, parameter)
             return self.value(file, tree, function, cls, default, keys, hops) if default is not None else UNKNOWN
         for scope in ((function.body if function is not None else []), tree.body):
-            assigned = [statement.value for statement in scope if isinstance(statement, ast.Assign)
-                        and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-                        and statement.targets[0].id == name]
+            assigned = _assignments(scope, name)
             if assigned:
                 if len(assigned) != 1:
                     return UNKNOWN
@@ -357,14 +355,19 @@ class _Walk:
     def members(self, expr: ast.expr):
         """The constants of a list, tuple or set literal, or of a module constant bound to one."""
         if isinstance(expr, ast.Name):
-            assigned = [statement.value for statement in self.tree.body if isinstance(statement, ast.Assign)
-                        and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-                        and statement.targets[0].id == expr.id]
+            assigned = _assignments(self.tree.body, expr.id)
             expr = assigned[0] if len(assigned) == 1 else None
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)) and all(
                 isinstance(item, ast.Constant) for item in expr.elts):
             return [item.value for item in expr.elts]
         return None
+
+
+def _assignments(statements, name: str) -> list[ast.expr]:
+    """The values `name = value` statements of this block (not nested ones) give the name."""
+    return [statement.value for statement in statements if isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == name]
 
 
 def _assigned_in(function, name: str) -> bool:
