@@ -313,6 +313,11 @@ STATIC_FINDINGS += [(f"flag_chain/{golden.stem}.py", int(line), code, message)
                     for golden in sorted((REPO_ROOT / "fixtures/project/flag_chain").glob("*.expected"))
                     for line, code, message in re.findall(r"^(\d+):\d+ (RL\d+) (.*)$", golden.read_text(encoding="utf-8"),
                                                            re.M)]
+# norm_by_name pins its findings in its golden files too (darts' TSMixer: a norm class chosen by name up the chain).
+STATIC_FINDINGS += [(f"norm_by_name/{golden.stem}.py", int(line), code, message)
+                    for golden in sorted((REPO_ROOT / "fixtures/project/norm_by_name").glob("*.expected"))
+                    for line, code, message in re.findall(r"^(\d+):\d+ (RL\d+) (.*)$", golden.read_text(encoding="utf-8"),
+                                                           re.M)]
 # A layer Post-LN by its own default is placed as the stacks of other files build it (the encoder's layers
 # above, and rl101_built_pre's EncoderLayer, are Pre-LN there); a skip scaled by alpha=1.0 is no DeepNorm.
 # espnet2's transducer attention: a score method chosen in __init__, softmax over q @ k written by hand.
@@ -371,6 +376,10 @@ TRACED_FINDINGS += [("flag_chain/patch_lightning.py", 8, "RL902",
                      "'dim_feedforward': self.dim_feedforward, 'num_encoder_layers': self.num_encoder_layers, "
                      "'norm_first': self.norm_first}`: the parameter `self` of `create_lightning_module()` gets no value "
                      "reslint can read; pass --model FILE:EXPR to build it yourself; static findings are still reported")]
+# norm_by_name: the trace builds MixerModule with the chain's norm_type="LayerNorm", normalize_before=False and finds
+# its first FeatureMixing Post-LN where the module calls it.
+TRACED_FINDINGS += [("norm_by_name/model.py", 29, "RL101",
+                     f"`FeatureMixing` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}")]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
 # helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, stats_function)
 # must stay silent.

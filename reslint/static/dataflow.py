@@ -23,7 +23,7 @@ from reslint.static.values import (MAX_INLINE_DEPTH, MAX_INTEGER_BITS, MAX_SEQUE
                                    optional_input)
 from reslint.static.graph import Frame, Graph, Node
 from reslint.static.block_returns import SIDE, STREAM, returned_items
-from reslint.static.chained_defaults import parameter_value
+from reslint.static.chained_defaults import NO_MODULE, chosen_submodule, parameter_value
 from reslint.static.positions import SourceMap
 from reslint.static.walk import walk
 from reslint.static.index import (CONFIG_OBJECT_NAMES, UNKNOWN, ClassInfo, FileIndex, ModuleSpec, is_self_attr,
@@ -942,6 +942,10 @@ class Evaluator:
         attr = expr.attr.value
         base = self.eval(expr.value, scope)
         if isinstance(base, SelfRef):
+            chosen = chosen_submodule(self.index, base.cls, attr, lambda name: self.parameter_source(base, name)[1]) \
+                if attr in base.cls.attr_values else None
+            if chosen is not None:
+                return Const(None) if chosen is NO_MODULE else ModRef(chosen, f"self.{attr}")
             spec = self.index.submodule(base.cls, attr)
             if spec is not None and spec.kind != "passed":
                 return ModRef(spec, f"self.{attr}")

@@ -324,7 +324,7 @@ class FileIndex:
                     self._scan_init_body(info, orelse.body.body, local_specs, loop_count)
                 elif isinstance(orelse, cst.If):
                     self._scan_init_body(info, [orelse], local_specs, loop_count)
-                parameter = _parameter_test(info, statement.test) if isinstance(statement, cst.If) else None
+                parameter = parameter_test(info, statement.test) if isinstance(statement, cst.If) else None
                 for attr, spec in built.items() if parameter is not None else ():
                     # built only when the parameter says so, None (or not set) otherwise
                     if attr not in before and info.submodules.get(attr) is spec:
@@ -701,10 +701,10 @@ class FileIndex:
         return self._argument_defaults
 
 
-def _parameter_test(info: ClassInfo, test: cst.BaseExpression) -> tuple[str, bool] | None:
+def parameter_test(info: ClassInfo, test: cst.BaseExpression) -> tuple[str, bool] | None:
     """`use_norm` / `not use_norm` on a constructor parameter: (the parameter, the value the body runs on)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _parameter_test(info, test.expression)
+        inner = parameter_test(info, test.expression)
         return (inner[0], not inner[1]) if inner is not None else None
     if isinstance(test, cst.Name) and test.value in info.init_defaults:
         return test.value, True
