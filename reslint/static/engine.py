@@ -788,7 +788,7 @@ class StaticExtractor:
             unbiased = self.node_span(norm.variance)
         sequence = None
         channels_first = self._channels_first(output.owner)
-        for statistic in () if non_causal_group_norm(self.index, output.owner, self.positions.text) \
+        for statistic in () if non_causal_group_norm(self.index, output.owner, self.positions.source_text()) \
                 else norm.statistics:
             if _reduces_sequence_axis(statistic, channels_first):
                 sequence = self.node_span(statistic)

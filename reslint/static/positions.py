@@ -131,6 +131,10 @@ class SourceMap:
         self._placed: set[cst.CSTNode] = set()  # statements placed (def and class: up to their body)
         self._whole: set[cst.CSTNode] = set()  # def and class statements placed with their body
 
+    def source_text(self) -> str:
+        """The file's text: as read, else generated from the module (a map built without the text)."""
+        return self.text if self.text is not None else self._module.code
+
     @property
     def whole_module_generated(self) -> bool:
         """Whether the whole module's code was generated (no text and AST given, or they disagreed)."""
