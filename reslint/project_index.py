@@ -510,18 +510,24 @@ class ProjectIndex:
         """Whether the function `dotted` names in `importer` (its own or another project file's) returns a
         ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does. `through` gets
         the files read (see `resolve`)."""
+        function = self.function_named(importer, dotted, through)
+        return function is not None and returns_copies(function)
+
+    def residual_wrapper(self, importer: str | os.PathLike, dotted: str,
+                         through: list[Path] | None = None) -> ResidualWrapper | None:
+        """How the function `dotted` names in `importer` (another project file's) adds a callable argument's
+        output to its data argument, as `apply(f, x, residual=True)` does; None when it does not. `through`
+        gets the files read (see `resolve`)."""
+        function = self.function_named(importer, dotted, through)
+        return residual_wrapper_of(function) if function is not None else None
+
+    def function_named(self, importer: str | os.PathLike, dotted: str,
+                       through: list[Path] | None = None) -> ast.FunctionDef | None:
+        """The top-level function `dotted` names in `importer` (its own or another project file's), else None."""
         resolved = self.resolve(importer, dotted, through)
         tree = self.syntax_tree(resolved[0]) if resolved is not None else None
         function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
-        return isinstance(function, ast.FunctionDef) and returns_copies(function)
-
-    def residual_wrapper(self, importer: str | os.PathLike, dotted: str) -> ResidualWrapper | None:
-        """How the function `dotted` names in `importer` (another project file's) adds a callable argument's
-        output to its data argument, as `apply(f, x, residual=True)` does; None when it does not."""
-        resolved = self.resolve(importer, dotted)
-        tree = self.syntax_tree(resolved[0]) if resolved is not None else None
-        function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
-        return residual_wrapper_of(function) if isinstance(function, ast.FunctionDef) else None
+        return function if isinstance(function, ast.FunctionDef) else None
 
     def _submodule(self, module_path: Path, name: str) -> Path | None:
         if module_path.name != "__init__.py" or not name.isidentifier():

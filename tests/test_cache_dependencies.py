@@ -206,3 +206,18 @@ def test_full_result_follows_the_stacks_of_another_file_that_place_the_layer(tmp
     (tmp_path / "stack.py").write_text(WRAPPERS_STACKED.replace("norm_first=True", "norm_first=False"))
     assert placements_and_traced(tmp_path) == ({"Wrapper": "post", "Stack": "none"},
                                                [("layer.py", 7, "RL101"), ("stack.py", 14, "RL101")])
+
+
+def test_static_result_follows_the_residual_helper_in_another_file(tmp_path):
+    """fixtures/project/wrapped_residual: post.py's Block adds and norms through chunked.py's `apply_chunked`
+    (`x + result if residual else result`), so it is Post-LN (RL101 at both calls with residual=True). Once the
+    helper returns the callable's output alone, there is no residual add at those calls."""
+    copy_project("wrapped_residual", tmp_path)
+    everything = findings(tmp_path, "--static")
+    post_ln = [finding for finding in everything if finding[0] == "post.py"]
+    assert [(line, code) for _, line, code, _ in post_ln] == [(16, "RL101"), (18, "RL101")]
+    assert_unrelated_edit_keeps(tmp_path, "post.py", ("--static",), everything)
+
+    chunked = tmp_path / "chunked.py"
+    chunked.write_text(chunked.read_text().replace("return x + result if residual else result", "return result"))
+    assert [finding for finding in findings(tmp_path, "--static") if finding[0] == "post.py"] == []

@@ -211,8 +211,10 @@ class FileIndex:
         if qualified not in self._wrappers:
             from reslint.project_index import ProjectIndex
 
+            through: list = []
             self._wrappers[qualified] = ProjectIndex.for_file(self.source_path).residual_wrapper(
-                self.source_path, qualified)
+                self.source_path, qualified, through)
+            self.note_reads(through)
         return self._wrappers[qualified]
 
     def imported_norm_kind(self, qualified: str, evaluator_class) -> str | None:
