@@ -6,6 +6,7 @@ Run from the repository root with the Python that has reslint, torch and transfo
     python bench/precision.py --mode static         # one mode only
     python bench/precision.py --mode full --only models/bert/ --only models/gpt2/ --jobs 2 --timeout 120
     python bench/precision.py --reuse               # recount the last run's results (bench/.precision/) only
+    python bench/precision.py --mode full --coverage OUT1 --coverage OUT2  # judge bench/trace_coverage.py's results
     python bench/precision.py --write               # also replace the table in BENCHMARKS.md
 
 Static mode is `reslint check --static` over the whole package; the full check is `reslint check`
@@ -223,6 +224,22 @@ def run_static(package_dir: Path, jobs: int, only: list[str] | None) -> dict:
     return document
 
 
+def from_coverage(folders: list[Path]) -> dict:
+    """The full check's document from bench/trace_coverage.py's results (the same `reslint check` of one file
+    a process; `models__modeling_x.json` per file), a later folder's file replacing an earlier one's."""
+    files = {}
+    for folder in folders:
+        for kept in sorted(folder.glob("*__*.json")):
+            model, stem = kept.stem.split("__", 1)
+            document = json.loads(kept.read_text(encoding="utf-8"))
+            for finding in document.get("findings", ()):
+                finding["path"] = PACKAGE + "/" + ("/" + finding["path"]).rsplit(f"/{PACKAGE}/", 1)[-1]
+            files[f"models/{model}/{stem}.py"] = {"failure": document["error"]} if "error" in document else document
+    if not files:
+        raise BadInput(f"--coverage: no results of bench/trace_coverage.py in {', '.join(map(str, folders))}")
+    return {"files": files, "seconds": 0.0}
+
+
 def run_full(package_dir: Path, files: list[str], jobs: int, timeout: float, log=print,
              progress: Path | None = None) -> dict:
     """`reslint check` (tracing) of each file in its own process, `jobs` at a time; each file's result is
@@ -417,6 +434,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--verdicts", type=Path, default=VERDICTS, help="the verdict file (default: bench/verdicts/transformers.csv)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the raw results are kept (default: bench/.precision/)")
     parser.add_argument("--reuse", action="store_true", help="recount the kept results instead of running reslint")
+    parser.add_argument("--coverage", action="append", type=Path, metavar="OUTDIR",
+                        help="full check: judge the results bench/trace_coverage.py kept in OUTDIR instead of running "
+                             "reslint (repeatable; a later OUTDIR's file replaces an earlier one's)")
     parser.add_argument("--write", action="store_true", help="replace the precision table in BENCHMARKS.md")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md", help="the file --write updates")
     args = parser.parse_args(argv)
@@ -432,6 +452,8 @@ def load_or_run(args: argparse.Namespace, mode: str, package_dir: Path) -> dict:
         return json.loads(kept.read_text(encoding="utf-8"))
     if mode == "static":
         document = run_static(package_dir, args.jobs, args.only)
+    elif args.coverage:
+        document = from_coverage(args.coverage)
     else:
         files = selected(full_sample(package_dir, args.step), args.only)
         if not files:

@@ -132,6 +132,33 @@ def test_main_recounts_kept_results_and_exits_by_the_verdicts(tmp_path, capsys):
     assert "the verdicts are for transformers 0.0.1" in capsys.readouterr().err
 
 
+def test_the_full_check_is_judged_from_trace_coverage_results_a_later_folder_replacing_an_earlier(tmp_path, capsys):
+    installed = precision.package_version("transformers")
+    if installed == "not installed":
+        pytest.skip("transformers is not installed")
+    first, second = tmp_path / "before", tmp_path / "after"
+    for folder, line in ((first, 80), (second, 12)):
+        folder.mkdir()
+        finding = {"code": "RL902" if line == 80 else "RL103", "severity": "warning", "message": "m", "line": line,
+                   "path": ".venv/lib/python3.11/site-packages/transformers/models/a/modeling_a.py"}
+        (folder / "a__modeling_a.json").write_text(json.dumps({"findings": [finding], "models": [], "exit": 1}))
+    (first / "b__modeling_b.json").write_text(json.dumps({"error": "Traceback", "findings": [], "models": [], "exit": 1}))
+    verdicts = tmp_path / "verdicts.csv"
+    verdicts.write_text(f"# transformers {installed}\nmodels/a/modeling_a.py,12,RL103,full,true,no norm\n"
+                        "models/a/modeling_a.py,80,RL902,full,false,a guess\n")
+    arguments = ["--mode", "full", "--coverage", str(first), "--coverage", str(second), "--results", str(tmp_path / "r"),
+                 "--verdicts", str(verdicts)]
+    assert precision.main(arguments) == 0
+    out = capsys.readouterr().out
+    assert "| RL103 | full | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in out and "| RL902 | full |" not in out
+    assert "runs that gave no result: 1" in out
+    kept = json.loads((tmp_path / "r" / "full.json").read_text())
+    assert sorted(kept["files"]) == ["models/a/modeling_a.py", "models/b/modeling_b.py"]
+    assert kept["files"]["models/a/modeling_a.py"]["findings"][0]["path"] == "transformers/models/a/modeling_a.py"
+    assert precision.main(["--mode", "full", "--coverage", str(tmp_path / "r"), "--verdicts", str(verdicts)]) == 2
+    assert "--coverage: no results of bench/trace_coverage.py" in capsys.readouterr().err
+
+
 def test_trace_coverage_counts_traced_built_and_groups_why_the_rest_were_not():
     def model(name, engine, note=None):
         return {"name": name, "engine": engine, "notes": [note] if note else []}

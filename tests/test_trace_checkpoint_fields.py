@@ -1,12 +1,14 @@
 """Default configs that lack what only a checkpoint gives, or disagree with the modeling code (wave 8, transformers
 full check): a head's None width lists (Sapiens2), a field the config class never declares (BridgeTower's
-contrastive head), rotary sections hard-coded for another rotary width (GLM-4V), and a vision tower whose
+contrastive head), rotary sections hard-coded for another rotary width (GLM-4V), rotary parameters per layer
+type the default config leaves out (Cohere-Compass's text model, wave 11), and a vision tower whose
 decorator fx refuses, rebuilt narrower with fewer heads of the same width (Cohere-Compass).
 fixtures/trace/checkpoint_fields.py mirrors each cause in our own code; the transformers tests build the real
 classes on meta."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -28,6 +30,19 @@ def traced():
     return result, {capture.model_name: capture for capture in result.captures}
 
 
+@contextlib.contextmanager
+def fixture_module():
+    """The fixture imported as `checkpoint_fields` (its dataclasses look their module up by name)."""
+    spec = importlib.util.spec_from_file_location("checkpoint_fields", FIXTURE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["checkpoint_fields"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["checkpoint_fields"]
+
+
 def built_on_meta(cls):
     spec = ModelSpec(cls.__name__, 1, lambda: None, cls=cls)
     with torch.device("meta"):
@@ -38,7 +53,8 @@ def built_on_meta(cls):
 def test_every_model_of_the_fixture_traces(traced):
     result, captures = traced
     assert result.findings == []
-    assert sorted(captures) == ["ContrastiveModel", "DenseHeadModel", "PatchTower", "SectionedRotaryModel"]
+    assert sorted(captures) == ["ContrastiveModel", "DenseHeadModel", "LayerRotaryModel", "PatchTower",
+                                "SectionedRotaryModel"]
 
 
 def test_a_none_width_list_is_one_layer_of_the_width_its_docstring_names(traced):
@@ -61,6 +77,26 @@ def test_rotary_sections_are_rescaled_to_the_frequencies_the_model_has(traced):
     assert capture.model.rotary.mrope_section == [4, 6, 6]
 
 
+def test_a_layer_type_without_rotary_parameters_gets_the_librarys_default_theta(traced):
+    capture = traced[1]["LayerRotaryModel"]
+    entry = {"rope_type": "default", "rope_theta": 10000.0}
+    assert capture.reduction[-1] == ("rope_parameters.full_attention", None, entry)
+    assert capture.model.config.rope_parameters == {"full_attention": entry}
+
+
+def test_a_key_error_that_names_no_declared_layer_type_is_left_to_the_build_error():
+    from reslint.trace.rope_defaults import fill_rope_entry
+
+    with fixture_module() as module:
+        config = module.LayerRotaryConfig()
+    assert fill_rope_entry(config, KeyError("sliding_attention")) is None
+    assert fill_rope_entry(config, AttributeError("full_attention")) is None
+    assert config.rope_parameters == {}
+    config.rope_parameters = {"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}
+    assert fill_rope_entry(config, KeyError("full_attention")) == (
+        "rope_parameters.full_attention", None, {"rope_type": "linear", "rope_theta": 500.0})
+
+
 def test_a_narrower_build_keeps_each_heads_width(traced):
     """72-wide heads divided by 4 would be 18 wide, which the 2-D rotary embedding cannot quarter."""
     capture = traced[1]["PatchTower"]
@@ -75,11 +111,7 @@ def test_fx_refusing_a_decorator_that_writes_into_its_kwargs_hands_over_to_concr
     from reslint.trace.capture import concrete_capture, fx_capture, fx_refused
     from reslint.trace.inputs import candidate_inputs, infer_candidates
 
-    spec = importlib.util.spec_from_file_location("checkpoint_fields", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["checkpoint_fields"] = module
-    try:
-        spec.loader.exec_module(module)
+    with fixture_module() as module:
         config = module.TowerConfig(vocab_size=64, hidden_size=288, num_heads=4, depth=2)
         with torch.device("meta"):
             model = module.PatchTower(config).eval()
@@ -92,8 +124,6 @@ def test_fx_refusing_a_decorator_that_writes_into_its_kwargs_hands_over_to_concr
             return target, candidate_inputs(infer_candidates(target)[0], "cpu")
 
         capture = concrete_capture(cpu_variant, "PatchTower", 1, "")
-    finally:
-        del sys.modules["checkpoint_fields"]
     modules = [node.target for node in capture.graph_module.graph.nodes if node.op == "call_module"]
     assert [name for name in modules if name.endswith(".norm")] == ["layers.0.norm", "layers.1.norm"]
 
@@ -132,3 +162,14 @@ def test_cohere_compass_vision_heads_keep_their_width_when_narrowed():
 
     _, changes = narrowed_config(transformers.CohereCompassVisionConfig(), 4)
     assert changes == [("num_heads", 16, 4), ("hidden_size", 1152, 288), ("intermediate_size", 4304, 1076)]
+
+
+def test_cohere_compass_text_models_get_a_rotary_entry_for_their_layer_type():
+    """Its config turns `rope_parameters=None` into `{}` (transformers warns "no RoPE parameters were found"), and
+    the rotary embedding reads `rope_parameters['full_attention']`: a checkpoint's field, not a defect."""
+    from transformers.models.cohere_compass.modeling_cohere_compass import CohereCompassForConditionalGeneration
+
+    model, reduction = built_on_meta(CohereCompassForConditionalGeneration)
+    entry = {"rope_type": "default", "rope_theta": 10000.0}
+    assert reduction[-1] == ("text_config.rope_parameters.full_attention", None, entry)
+    assert model.config.text_config.rope_parameters == {"full_attention": entry}

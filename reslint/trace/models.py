@@ -420,9 +420,10 @@ def reduced_builder(cls: type, spec: ModelSpec) -> Callable[[], Any]:
 
 def built_completed(cls: type, config: Any, reduction: list) -> tuple[Any, list]:
     """`cls(config)`, with the fields only a checkpoint's config has filled in as the build asks for them
-    (missing_fields) and rotary sections that do not fit the default config re-scaled (rotary_sections);
-    the model and the reduction with those changes. Raises the build's first error."""
+    (missing_fields, rope_defaults) and rotary sections that do not fit the default config re-scaled
+    (rotary_sections); the model and the reduction with those changes. Raises the build's first error."""
     from reslint.trace.missing_fields import MAX_FILLS, fill_missing_field
+    from reslint.trace.rope_defaults import fill_rope_entry
     from reslint.trace.rotary_sections import fix_rotary_sections
 
     first = None
@@ -431,7 +432,7 @@ def built_completed(cls: type, config: Any, reduction: list) -> tuple[Any, list]
             model = cls(config)
         except Exception as error:  # noqa: BLE001 - the checked code
             first = first or error
-            filled = fill_missing_field(config, error)
+            filled = fill_missing_field(config, error) or fill_rope_entry(config, error)
             if filled is None:
                 raise first from None
             reduction = [*reduction, filled]
