@@ -167,6 +167,14 @@ PACKAGES = (
     Package("tabpfn", "9.2.0", "tabpfn", ("tabpfn/architectures/tabpfn_v2.py", "tabpfn/architectures/tabpfn_v3.py",
                                           "tabpfn/architectures/shared/chunked_evaluate.py",
                                           "tabpfn/preprocessing/torch/torch_standard_scaler.py")),
+    # held out (wave 11): a pure-torch state-space model (Mamba, Jamba, Vision Mamba), tabular Transformers, computer vision
+    Package("mambapy", "1.2.0", "mambapy", tuple(f"mambapy/{name}.py" for name in ("mamba", "mamba2", "jamba", "lm", "vim"))),
+    Package("pytorch-tabular", "1.2.0", "pytorch_tabular", tuple(f"pytorch_tabular/models/{name}.py" for name in (
+        "common/layers/transformers", "common/layers/gated_units", "common/layers/embeddings", "common/layers/batch_norm",
+        "ft_transformer/ft_transformer", "tab_transformer/tab_transformer", "autoint/autoint"))),
+    Package("kornia", "0.9.0", "kornia", tuple(f"kornia/{name}.py" for name in (
+        "models/sam/architecture/transformer", "models/sam/architecture/image_encoder", "models/common",
+        "feature/loftr/loftr_module/transformer", "models/rt_detr/architecture/hybrid_encoder", "models/vit"))),
 )
 
 

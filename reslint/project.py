@@ -29,7 +29,7 @@ from reslint.project_facts import (
     PostLNBlock,
     Schedule,
 )
-from reslint.project_index import ProjectIndex
+from reslint.project_index import ProjectIndex, is_under
 from reslint.settings import Settings
 
 ClassKey = tuple[str, str]  # (display path of the file, class name)
@@ -104,8 +104,12 @@ class Project:
     def _resolve(self, importer: str, dotted: str) -> ClassKey | None:
         level = len(dotted) - len(dotted.lstrip("."))
         module, _, name = dotted[level:].rpartition(".")
-        found = ProjectIndex.for_file(importer, self.settings.root).module_file(importer, module, level)
-        if found is None or any(is_skipped_dir(parent) for parent in found.parents):
+        index = ProjectIndex.for_file(importer, self.settings.root)
+        found = index.module_file(importer, module, level)
+        # Only the folders inside the project are skipped (a vendored venv, build/): an installed package's
+        # own site-packages, or a checkout under ~/build, is where the project lives.
+        if found is None or any(is_skipped_dir(parent) for parent in found.parents
+                                if parent != index.root and is_under(parent, index.root)):
             return None
         return self.known(found), name
 

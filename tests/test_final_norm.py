@@ -46,6 +46,8 @@ EXPECTED_FINDINGS = [
 
 # (file, model) -> final norm of its stack, in both engines.
 EXPECTED_FINAL_NORM = {
+    ("branch_consumer/recurrent.py", "RecurrentStack"): True,  # lm.py norms it; built in an if branch (mambapy)
+    ("branch_consumer/attention.py", "AttentionStack"): True,  # and in the else branch
     ("headless_consumer/encoder.py", "Transformer"): False,
     ("init_helper_method.py", "WithoutFinalNorm"): False,
     ("init_helper_method_normed.py", "WithFinalNorm"): True,  # the norm built by the same helper method

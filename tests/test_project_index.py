@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cli_support import REPO_ROOT, RESLINT, write
 
 from reslint.project_index import ProjectIndex, ResidualWrapper, module_name, project_root, search_path
@@ -460,3 +462,22 @@ def test_a_helper_of_another_file_that_adds_its_callable_argument_back_is_read_a
     # the add does not involve the callable argument, or adds the called parameter itself: no residual helper
     assert index.residual_wrapper(model, "helpers.other") is None
     assert index.residual_wrapper(model, "helpers.itself") is None
+
+
+@pytest.mark.parametrize("layout", ["lib/python3.12/site-packages/visionpkg", "build/checkout"],
+                         ids=["installed package", "checkout under build"])
+def test_cross_file_links_resolve_in_a_project_that_lives_under_a_skipped_folder_name(tmp_path, layout):
+    """A project folder whose ancestors are named like skipped folders (site-packages: an installed package
+    checked where pip put it; a checkout under ~/build) still links its files: only folders inside the project
+    are skipped. vision.py normalises the stream of encoder.py's stack, so encoder.py draws no RL103."""
+    fixture = REPO_ROOT / "fixtures/final_norm/parent_norm"
+    project = write(tmp_path / layout, {
+        "__init__.py": "",
+        "pyproject.toml": "",
+        "encoder.py": (fixture / "encoder.py").read_text(),
+        "vision.py": (fixture / "vision.py").read_text().replace("from encoder import", "from .encoder import"),
+    })
+    result = subprocess.run([str(RESLINT), "check", "--static", "--no-cache", "--output-format", "json", "--exit-zero",
+                             "--jobs", "1", "--select", "RL103", "encoder.py", "vision.py"],
+                            cwd=project, capture_output=True, text=True, timeout=600)
+    assert json.loads(result.stdout)["findings"] == []

@@ -31,9 +31,9 @@ from reslint.static.norms import LAYER, find_hand_written_norms, norm_role
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
 from reslint.static.sequence_context import markers_elsewhere
-from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, consumed_classes, final_norm,
-                                       inherited_forward, inside_blocks_elsewhere, loaded_classes, reached_into,
-                                       stack_sources, stream_end, visible_loaders)
+from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, branch_alternatives, consumed_classes,
+                                       final_norm, inherited_forward, inside_blocks_elsewhere, loaded_classes,
+                                       reached_into, stack_sources, stream_end, visible_loaders)
 
 FFN_CLASS_HINTS = ("feedforward", "ffn", "mlp", "feed_forward", "positionwise")
 FFN_ATTR_PAIRS = {("w1", "w2"), ("fc1", "fc2"), ("c_fc", "c_proj"), ("up_proj", "down_proj"), ("lin1", "lin2"),
@@ -311,9 +311,14 @@ class StaticExtractor:
             imported = node.info.get("imported_class")
             if imported:
                 found = final_norm([node], graph.outputs)
-                if not (found is False and consumed):
-                    self.facts.stream_ends[imported] = _seen_from_several_roots(
-                        found, self.facts.stream_ends.get(imported, False))
+                if found is False and consumed:
+                    continue
+                owner = self.index.classes.get(node.owner or root)
+                call = node.info.get("name", "")
+                alternatives = branch_alternatives(self.index, owner, call, imported) if owner else ()
+                for dotted in (imported, *alternatives):
+                    self.facts.stream_ends[dotted] = _seen_from_several_roots(
+                        found, self.facts.stream_ends.get(dotted, False))
 
     def _streams_through_visible_loaders(self, module_classes: list[ClassInfo], consumed: set[str]) -> None:
         """A stream a registry-loaded root passes on, followed in the file's consumer that loads it

@@ -148,6 +148,32 @@ def consumed_classes(index: FileIndex, classes: list[ClassInfo]) -> set[str]:
     return referenced | loaded_through_config(classes, loaded_configs)
 
 
+def branch_alternatives(index: FileIndex, info: ClassInfo, call_name: str, built: str) -> tuple[str, ...]:
+    """The other imported classes `info.__init__` assigns to the attribute `call_name` calls, in other branches
+    (`if isinstance(config, MambaConfig): self.backbone = Mamba(config) elif ...: self.backbone = Mamba2(config)`):
+    the index keeps the last assignment, and the call's stream end is theirs too."""
+    init = info.methods.get("__init__")
+    attribute = call_name.removeprefix("self.")
+    if init is None or attribute == call_name:
+        return ()
+    found: dict[str, None] = {}
+
+    class Assignments:
+        def visit_Assign(self, node: cst.Assign) -> None:
+            value = node.value
+            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                return
+            dotted = index.aliases.get(value.func.value)
+            if dotted and dotted != built and any(
+                    isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name)
+                    and target.target.value.value == "self" and target.target.attr.value == attribute
+                    for target in node.targets):
+                found.setdefault(dotted)
+
+    walk(init.body, Assignments())
+    return tuple(found)
+
+
 def inherited_forward(index: FileIndex, info: ClassInfo, source_path: str) -> tuple[str, cst.FunctionDef] | None:
     """The `forward` class `info` inherits from a class of another project file, with that file: a modular_* copy's
     `class Step3p7Model(DeepseekOcr2Model)` overrides `__init__` and `get_image_features` and runs the base's
