@@ -611,13 +611,7 @@ class Evaluator:
             if count_node is None or sum(isinstance(node, ast.Name) and node.id == name
                                          for node in ast.walk(statement)) != 1:
                 raise Unevaluable(f"`{name}` is filled by code reslint does not follow")
-            count = self.value(count_node, scope)
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise Unevaluable(f"`{name}` is filled {ast.unparse(count_node)} times, not a count")
-            kept = min(count, SHRUNK_DEPTH) if self.shallow else count
-            if kept < count:
-                self.stacks.append((name, count))
-            items += [self.value(looped, scope) for _ in range(kept)]
+            items += self.copies(looped, count_node, scope, name)
         if isinstance(empty, ast.Call) and self.reader.qualified(empty.func).rsplit(".", 1)[-1] == "ModuleList":
             return Code(f"torch.nn.ModuleList({render(items)})")
         return items
@@ -630,13 +624,18 @@ class Evaluator:
         names = {item.id for item in ast.walk(loop.target) if isinstance(item, ast.Name)} if loop is not None else set()
         if count_node is None or any(isinstance(item, ast.Name) and item.id in names for item in ast.walk(node.elt)):
             raise Unevaluable(f"`{ast.unparse(node)}` is filled by code reslint does not follow")
+        return self.copies(node.elt, count_node, scope, ast.unparse(count_node))
+
+    def copies(self, element: ast.expr, count_node: ast.expr, scope: ast.AST, name: str) -> list:
+        """`element` as many times as `count_node` says, SHRUNK_DEPTH at most where shallow (the stack `name` keeps
+        its depth)."""
         count = self.value(count_node, scope)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise Unevaluable(f"`{ast.unparse(node)}` repeats {ast.unparse(count_node)} times, not a count")
+            raise Unevaluable(f"`{name}` is filled {ast.unparse(count_node)} times, not a count")
         kept = min(count, SHRUNK_DEPTH) if self.shallow else count
         if kept < count:
-            self.stacks.append((ast.unparse(count_node), count))
-        return [self.value(node.elt, scope) for _ in range(kept)]
+            self.stacks.append((name, count))
+        return [self.value(element, scope) for _ in range(kept)]
 
     def imported(self, local: str):
         module, level, name = self.reader.imports[local]
