@@ -368,16 +368,21 @@ TRACED_FINDINGS += [
     ("rl201_chosen_score/conformer.py", 10, "RL201", sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION)),
 ]
 # flag_chain: the trace finds NormedBlock's Post-LN where the stacks build it (use_norm=True, model.py's default);
-# the lightning wrapper's keyword dict comes from the estimator's `self`, which nothing builds (reslint's limit: info).
+# the lightning wrapper is built from the estimator's keyword dict, its `self.d_model`... read from the estimator's
+# `__init__` (their defaults): torch's layer Post-LN where the wrapper calls the model.
 TRACED_FINDINGS += [(f"flag_chain/{path}", line, "RL101",
                      f"`NormedBlock` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}")
                     for path, line in (("model.py", 23), ("stacks.py", 24))]
-TRACED_FINDINGS += [("flag_chain/patch_lightning.py", 8, "RL902",
-                     "cannot build PatchLightningModule: the arguments at fixtures/project/flag_chain/patch_estimator.py:16 "
-                     "cannot be read without running the project's code: `{'d_model': self.d_model, 'nhead': self.nhead, "
-                     "'dim_feedforward': self.dim_feedforward, 'num_encoder_layers': self.num_encoder_layers, "
-                     "'norm_first': self.norm_first}`: the parameter `self` of `create_lightning_module()` gets no value "
-                     "reslint can read; pass --model FILE:EXPR to build it yourself; static findings are still reported")]
+TRACED_FINDINGS += [("flag_chain/patch_lightning.py", 15, "RL101",
+                     "`nn.TransformerEncoderLayer` is Post-LN (norm_first=False, the default): LayerNorm(x + sublayer(x)); "
+                     f"{POST_LN_TAIL}")]
+# saved_hparams: the layers built from the forecaster's `self.hparams` and `self.d_ff` (pytorch-forecasting's
+# TimeXer): Post-LN in both engines, and where the traced forecaster calls its encoder.
+STATIC_FINDINGS += [("saved_hparams/layers.py", line, "RL101", f"`EncoderLayer` uses Post-LN: the norm follows `{terms}`; "
+                     f"{POST_LN_TAIL}") for line, terms in ((15, "x + self.attention(x, x, x, need_weights=False)[0]"),
+                                                           (16, "x + self.ff(x)"))]
+TRACED_FINDINGS += [("saved_hparams/forecaster.py", 24, "RL101",
+                     f"`EncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}")]
 # norm_by_name: the trace builds MixerModule with the chain's norm_type="LayerNorm", normalize_before=False and finds
 # its first FeatureMixing Post-LN where the module calls it.
 TRACED_FINDINGS += [("norm_by_name/model.py", 29, "RL101",

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from reslint.file_gate import read_project_file
 from reslint.static.config_files import find_config, hydra_config, read_config
+from reslint.static.instance_reads import instance_read
 
 NAMESPACE = "_reslint_namespace"  # types.SimpleNamespace in the evaluation namespace (argparse args passed whole)
 IMPORT = "_reslint_import"  # importlib.import_module there: a module class of another project file, built for real
@@ -500,6 +501,12 @@ class Evaluator:
                            else str(part.value) for part in node.values)
         if isinstance(node, (ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp)):
             return self.operation(node, scope)
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            held = instance_read(node, scope, self.reader.parents)
+            if held is not None:  # `self.hparams.width`, `self.out_dim`: what the class set before
+                return self.value(held.node, held.function)
+        if isinstance(node, ast.ListComp):
+            return self.repeated(node, scope)
         if isinstance(node, ast.Name):
             return self.name(node, scope)
         if isinstance(node, ast.Attribute):
@@ -604,16 +611,31 @@ class Evaluator:
             if count_node is None or sum(isinstance(node, ast.Name) and node.id == name
                                          for node in ast.walk(statement)) != 1:
                 raise Unevaluable(f"`{name}` is filled by code reslint does not follow")
-            count = self.value(count_node, scope)
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise Unevaluable(f"`{name}` is filled {ast.unparse(count_node)} times, not a count")
-            kept = min(count, SHRUNK_DEPTH) if self.shallow else count
-            if kept < count:
-                self.stacks.append((name, count))
-            items += [self.value(looped, scope) for _ in range(kept)]
+            items += self.copies(looped, count_node, scope, name)
         if isinstance(empty, ast.Call) and self.reader.qualified(empty.func).rsplit(".", 1)[-1] == "ModuleList":
             return Code(f"torch.nn.ModuleList({render(items)})")
         return items
+
+    def repeated(self, node: ast.ListComp, scope: ast.AST) -> list:
+        """`[layer for _ in range(n)]`: n copies of an element that does not read the loop's variable (kept
+        SHRUNK_DEPTH long, like a list filled by a loop)."""
+        loop = node.generators[0] if len(node.generators) == 1 else None
+        count_node = range_count(loop, self.reader) if loop is not None and not loop.ifs else None
+        names = {item.id for item in ast.walk(loop.target) if isinstance(item, ast.Name)} if loop is not None else set()
+        if count_node is None or any(isinstance(item, ast.Name) and item.id in names for item in ast.walk(node.elt)):
+            raise Unevaluable(f"`{ast.unparse(node)}` is filled by code reslint does not follow")
+        return self.copies(node.elt, count_node, scope, ast.unparse(count_node))
+
+    def copies(self, element: ast.expr, count_node: ast.expr, scope: ast.AST, name: str) -> list:
+        """`element` as many times as `count_node` says, SHRUNK_DEPTH at most where shallow (the stack `name` keeps
+        its depth)."""
+        count = self.value(count_node, scope)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise Unevaluable(f"`{name}` is filled {ast.unparse(count_node)} times, not a count")
+        kept = min(count, SHRUNK_DEPTH) if self.shallow else count
+        if kept < count:
+            self.stacks.append((name, count))
+        return [self.value(element, scope) for _ in range(kept)]
 
     def imported(self, local: str):
         module, level, name = self.reader.imports[local]
@@ -924,7 +946,7 @@ def appended_value(statement: ast.stmt, name: str) -> ast.expr | None:
     return None
 
 
-def range_count(loop: ast.For, reader: FileReader) -> ast.expr | None:
+def range_count(loop: ast.For | ast.comprehension, reader: FileReader) -> ast.expr | None:
     """`n` of `for _ in range(n)` / `range(0, n)`, else None."""
     call = loop.iter
     if not (isinstance(call, ast.Call) and reader.qualified(call.func) == "range" and not call.keywords):

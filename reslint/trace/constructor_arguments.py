@@ -67,7 +67,7 @@ CONVENTIONS: tuple[tuple[str, Any], ...] = (
     (r"(\w+_)?vocab(_size)?|n_vocab|(num|n)_tokens|ntokens?", VOCABULARY),
     (r"(num|n)_?classes|classes|num_labels|odim", CLASSES),
     (r"(\w+_)?(ctx|max_len|max_seq_len|seq_len|max_length|context_length|block_size|max_position_embeddings"
-     r"|(num|n|max)_positions)", CONTEXT),
+     r"|(num|n|max)_positions)|(input|past)_chunk_(length|len|size)|(\w+_)?lookback(_len|_length|_window)?", CONTEXT),
     (r"image_size|img_size|image_height|image_width", IMAGE),
     (r"(image_)?patch_size|patch_height|patch_width|patch_len(gth)?", PATCH),
     (r"(prediction|forecast|pred|output_chunk)_(length|len|horizon)|(\w+_)?horizon", HORIZON),

@@ -7,6 +7,11 @@ the window lengths the model keeps (`self.input_size`, `self.context_length`, ..
 the channels 1 or the series count it keeps (`self.n_series`). The other keys are optional covariates first
 (None: what a model built without them is handed), then tensors like the series. The probe keeps the first set
 that runs.
+
+A forward that takes its tensors in one dataclass (darts' `forward(self, x_in: PLModuleInput)`, whose only
+required field is `past_target`) gets the same: each required tensor field `(batch, time, width)` with the width
+of the first layer the plain guess found and the time one of the window lengths the model keeps; the optional
+fields keep their defaults (a model built without covariates).
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import ast
 import inspect
 from typing import Any
 
-from reslint.trace.documented_inputs import StructSpec
+from reslint.trace.documented_inputs import StructSpec, struct_class, type_hints
 from reslint.trace.forward_body import forward_tree
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, TensorSpec
 
-WINDOW_ATTRIBUTES = ("input_size", "context_length", "input_len", "input_length", "seq_len", "lookback", "max_seq_len")
+WINDOW_ATTRIBUTES = ("input_size", "context_length", "input_len", "input_length", "seq_len", "lookback", "max_seq_len",
+                     "input_chunk_length")
 SERIES_ATTRIBUTES = ("n_series", "num_series", "enc_in", "n_vars", "c_in")
 MAX_WINDOW = 2048
 
@@ -74,3 +80,28 @@ def mapping_candidates(model: Any) -> list[Candidate]:
                          + (", the covariates None" if nones else ""))
                 candidates.append(([StructSpec(parameter, dict, fields, nones)], {}, where))
     return candidates
+
+
+def bundle_candidates(model: Any, first: TensorSpec) -> list[Candidate]:
+    """Candidates for a forward whose one required parameter is a dataclass of tensors; [] for any other forward.
+    `first`: the plain guess of the first input, whose last dimension is the width the first layer takes."""
+    import dataclasses
+
+    import torch
+
+    tree, parameters = forward_tree(model)
+    required = [name for name, parameter in parameters.items() if parameter.default is inspect.Parameter.empty
+                and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)]
+    hints = type_hints(inspect.unwrap(type(model).forward))
+    bundle = struct_class(hints.get(required[0])) if len(required) == 1 else None
+    if bundle is None or not dataclasses.is_dataclass(bundle) or not isinstance(first, TensorSpec) or not first.shape:
+        return []
+    fields = type_hints(bundle)
+    needed = [item.name for item in dataclasses.fields(bundle) if item.init and item.default is dataclasses.MISSING
+              and item.default_factory is dataclasses.MISSING]
+    if not needed or any(fields.get(name) is not torch.Tensor for name in needed):
+        return []
+    return [([StructSpec(required[0], bundle, tuple(TensorSpec("float32", (BATCH, window, first.shape[-1]), name=name)
+                                                    for name in needed))], {},
+             f"the required tensors of `{bundle.__name__}`, sized from the first layer")
+            for window in dict.fromkeys([*own_sizes(model, WINDOW_ATTRIBUTES, MAX_WINDOW), SEQ])]

@@ -36,7 +36,7 @@ from reslint.trace.documented_inputs import make_value
 from reslint.trace.forward_body import asked_inputs, compared_strings, parameter_ranks
 from reslint.trace.graph_inputs import graph_candidate
 from reslint.trace.input_specs import BATCH, SEQ, Candidate, InputError, TensorSpec, forward_parameters
-from reslint.trace.mapping_inputs import mapping_candidates
+from reslint.trace.mapping_inputs import bundle_candidates, mapping_candidates
 from reslint.trace.tabular_inputs import tabular_candidate
 
 PROBE_MAX_PARAMETERS = 50_000_000  # a CPU copy of at most ~200 MB of weights
@@ -61,7 +61,7 @@ def plain_candidates(model: Any) -> list[Candidate]:
     guess = complete(model, *firsts[0], Choice())
     # a forward reading its tensors from one mapping (`windows_batch["insample_y"]`): no tensor guess can run
     tried = [given for given in (declared, tabular_candidate(model)) if given is not None] + \
-        mapping_candidates(model) + [guess]
+        mapping_candidates(model) + bundle_candidates(model, firsts[0][0]) + [guess]
     first = firsts[0][0]
     if isinstance(first, TensorSpec) and first.shape and (graph := graph_candidate(model, first.shape[-1])) is not None:
         tried.append(graph)
