@@ -235,5 +235,6 @@ def test_static_result_follows_the_stacks_of_another_file_that_set_the_wrappers_
     assert_unrelated_edit_keeps(tmp_path, "layers.py", ("--static",), [plain])
 
     model = tmp_path / "model.py"
-    model.write_text(model.read_text().replace("EncoderLayer(dim, norm_first=True)", "EncoderLayer(dim, norm_first=False)"))
+    model.write_text(model.read_text().replace("EncoderLayer(dim, norm_first=True)",
+                                               "EncoderLayer(dim, norm_first=False)"))
     assert findings(tmp_path, "--static") == [(*plain[:1], 12, *plain[2:]), plain]

@@ -68,7 +68,8 @@ def value_at_sites(index, source_path: str, info: ClassInfo, parameter: str, mod
     if parameter not in parameters:
         return UNKNOWN, []
     default = index.fold(None, info.init_defaults.get(parameter))
-    position = parameters.index(parameter) if parameters.index(parameter) < positional else 10_000
+    position = parameters.index(parameter)
+    position = position if position < positional else 10_000  # keyword-only
 
     def passed(owner: ClassInfo, call: ModuleSpec) -> object:
         expr = call.arg(position, parameter)
