@@ -221,3 +221,20 @@ def test_static_result_follows_the_residual_helper_in_another_file(tmp_path):
     chunked = tmp_path / "chunked.py"
     chunked.write_text(chunked.read_text().replace("return x + result if residual else result", "return result"))
     assert [finding for finding in findings(tmp_path, "--static") if finding[0] == "post.py"] == []
+
+
+def test_static_result_follows_the_stacks_of_another_file_that_set_the_wrappers_norm_first(tmp_path):
+    """fixtures/project/builtin_wrapper: layers.py's classes pass their `norm_first` parameter (default False) on
+    to torch's layer; model.py's stacks build EncoderLayer and DerivedLayer with True, PlainLayer with its default,
+    so only PlainLayer's layer is Post-LN. Once model.py builds EncoderLayer with False, its layer is reported too.
+    layers.py does not import model.py."""
+    copy_project("builtin_wrapper", tmp_path)
+    plain = ("layers.py", 31, "RL101", f"`nn.TransformerEncoderLayer` is Post-LN (norm_first=False, the default): "
+                                       f"LayerNorm(x + sublayer(x)); {POST_LN_ADVICE}")
+    assert findings(tmp_path, "--static") == [plain]
+    assert_unrelated_edit_keeps(tmp_path, "layers.py", ("--static",), [plain])
+
+    model = tmp_path / "model.py"
+    model.write_text(model.read_text().replace("EncoderLayer(dim, norm_first=True)",
+                                               "EncoderLayer(dim, norm_first=False)"))
+    assert findings(tmp_path, "--static") == [(*plain[:1], 12, *plain[2:]), plain]

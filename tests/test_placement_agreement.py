@@ -49,14 +49,6 @@ KNOWN_DIVERGENCES = {
     # The same for the FeedForward the encoder's layers hold: since a layer several blocks share is traced
     # inside each block (no longer replayed alone as a backbone), it is labelled as EncoderLayer builds it.
     "fixtures/project/rl101_built_pre/layers.py:22": "a layer's own default vs how the stacks build it",
-    # A residual helper that runs the callable on the flattened stream and views it back (tabpfn's
-    # `chunked_evaluate_maybe_inplace`): the static engine reads the helper at each call site (post / pre); the
-    # trace engine finds the add but not the norms through the helper's flatten/view, so it labels it none
-    # (the static RL101 stands in the full check; following the norm through the view is left for later).
-    **{entry: "a residual helper over the flattened stream" for entry in (
-        "fixtures/project/wrapped_residual/post.py:16", "fixtures/project/wrapped_residual/post.py Model.blocks",
-        "fixtures/project/wrapped_residual/pre.py:16", "fixtures/project/wrapped_residual/pre.py Unnormed.blocks",
-        "fixtures/project/wrapped_residual/pre.py Normed.blocks")},
 }
 
 

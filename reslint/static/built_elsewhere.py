@@ -24,8 +24,7 @@ def site_specs(index, source_path: str, info: ClassInfo) -> tuple[list[ModuleSpe
     init = info.methods.get("__init__")
     if init is None:
         return [], []
-    positional = [param.name.value for param in list(init.params.posonly_params) + list(init.params.params)][1:]
-    parameters = positional + [param.name.value for param in init.params.kwonly_params]
+    parameters, positional = _parameters(init)
     project = ProjectIndex.for_file(source_path)
     here = project_path(source_path)
     variants: dict[tuple, ModuleSpec] = {}
@@ -43,11 +42,47 @@ def site_specs(index, source_path: str, info: ClassInfo) -> tuple[list[ModuleSpe
         if not calls:
             return [], sites  # built where the index keeps no call (a helper's loop): its arguments are unknown
         for call in calls:
-            passed = _literal_arguments(index, info, parameters, len(positional), other, owner, call)
+            passed = _literal_arguments(index, info, parameters, positional, other, owner, call)
             if not passed:
                 return [], sites
             variants.setdefault(tuple(sorted(passed.items())), _spec(info, passed))
     return list(variants.values()), sites
+
+
+def _parameters(init: cst.FunctionDef) -> tuple[list[str], int]:
+    """The constructor's parameter names after `self`, and how many of them may be passed by position."""
+    positional = [param.name.value for param in list(init.params.posonly_params) + list(init.params.params)][1:]
+    return positional + [param.name.value for param in init.params.kwonly_params], len(positional)
+
+
+def value_at_sites(index, source_path: str, info: ClassInfo, parameter: str, module_classes,
+                   across_files: bool) -> tuple[object, list]:
+    """The one value every construction site of `info` passes for its constructor `parameter` (its default
+    where a site passes none): the module classes of this file (`module_classes`), and with `across_files` the
+    stacks of other project files (`site_specs`). UNKNOWN when nothing builds it, the sites differ, or one
+    passes what does not fold; the construction sites of other files read."""
+    init = info.methods.get("__init__")
+    if init is None:
+        return UNKNOWN, []
+    parameters, positional = _parameters(init)
+    if parameter not in parameters:
+        return UNKNOWN, []
+    default = index.fold(None, info.init_defaults.get(parameter))
+    position = parameters.index(parameter)
+    position = position if position < positional else 10_000  # keyword-only
+
+    def passed(owner: ClassInfo, call: ModuleSpec) -> object:
+        expr = call.arg(position, parameter)
+        return default if expr is None else index.fold(owner, expr)
+
+    values = [passed(owner, spec) for owner in module_classes if owner is not info
+              for spec in _specs_of(owner) if spec.kind == "local" and spec.name == info.name]
+    specs, sites = site_specs(index, source_path, info) if across_files else ([], [])
+    values += [spec_arguments(spec).get(parameter, default) for spec in specs]
+    if sites and not specs:
+        values.append(default)  # some site builds it with its defaults, or with what does not fold
+    found = set(values)
+    return (found.pop() if len(found) == 1 else UNKNOWN), sites
 
 
 def _literal_arguments(index, info: ClassInfo, parameters: list[str], positional: int, other, owner: ClassInfo,

@@ -20,7 +20,7 @@ from reslint.static import torch_api
 from reslint.static.walk import walk
 from itertools import product
 
-from reslint.static.built_elsewhere import site_specs
+from reslint.static.built_elsewhere import site_specs, value_at_sites
 from reslint.static.chained_defaults import parameter_value
 from reslint.static.dataflow import BudgetExceeded, Evaluator, PlainEvaluations, budget_limits, file_budget
 from reslint.static.graph import Graph, Node, strip_passthrough
@@ -117,6 +117,8 @@ class StaticExtractor:
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
         self.in_context: set = set()  # blocks, and places of adds, seen inside a class that builds the block
         self.flagged: set[str] = set()  # classes whose forward branches on a placement flag
+        self.module_classes = module_classes
+        self.wrapper_flags: dict[tuple[str, str], object] = {}  # (class, parameter) -> what its construction sites pass
         consumed = used | consumed_classes(self.index, module_classes)
         self.built_here = used
         self.deferred: dict[str, tuple[str, ...]] = {}
@@ -584,7 +586,9 @@ class StaticExtractor:
         norm_first = spec.arg(10_000, "norm_first")
         if norm_first is None:
             return "post"
-        value = self.index.fold(spec.owner, norm_first)
+        value = self._wrapper_built_with(spec.owner, norm_first)
+        if value is UNKNOWN:
+            value = self.index.fold(spec.owner, norm_first)
         if value is UNKNOWN and type(norm_first) is cst.Name and spec.owner is not None and \
                 spec.owner.init_defaults.get(norm_first.value, UNKNOWN) is None:
             # `norm_first=norm_first`, a required argument: its default up the chain of constructors; with
@@ -595,6 +599,20 @@ class StaticExtractor:
         if value is UNKNOWN:
             return None
         return "pre" if value else "post"
+
+    def _wrapper_built_with(self, owner: ClassInfo | None, flag: cst.BaseExpression) -> object:
+        """`norm_first=norm_first`, a parameter of the class building torch's layer (a wrapper, or a class derived
+        from it): the value every construction site of that class passes decides, its default only where
+        nothing builds it (UNKNOWN then, and where the sites differ)."""
+        if owner is None or type(flag) is not cst.Name or flag.value not in owner.init_defaults:
+            return UNKNOWN
+        key = (owner.name, flag.value)
+        if key not in self.wrapper_flags:
+            self.wrapper_flags[key], sites = value_at_sites(self.index, self.source_path, owner, flag.value,
+                                                            self.module_classes, self.builders)
+            self.facts.reads.extend(path for path in dict.fromkeys(str(site.path) for site in sites)
+                                    if path not in self.facts.reads)
+        return self.wrapper_flags[key]
 
     # ----- stacks --------------------------------------------------------------------------
 

@@ -221,7 +221,8 @@ def discover_models(module: ModuleType, path: str, root: str | None = None) -> t
         except Exception as error:  # noqa: BLE001 - user classes with unusual signatures or metaclasses
             build, reason = None, f"cannot tell how to build it ({one_line(error)})"
         unread_site = None
-        placed = stacks_arguments(obj, path) if root is not None and build is obj else ({}, "")
+        # A class built with its defaults, or from inferred arguments, is built as the project's stacks build it.
+        placed = stacks_arguments(obj, path) if root is not None and build in (obj, None) else ({}, "")
         if build is None and root is not None and reason.startswith("its constructor needs arguments"):
             finder = finder or site_finder(module, path, root)
             spec = site_spec(obj, finder, path, module)

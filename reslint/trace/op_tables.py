@@ -17,8 +17,8 @@ DROPOUT_OPS = torch_api.DROPOUT_FUNCTIONS | {"dropout_", "feature_dropout", "nat
 # Ops whose output is the input, for placement purposes: dropout, casts, copies, views.
 PASS_OPS = DROPOUT_OPS | {
     "_to_copy", "to", "type_as", "float", "half", "bfloat16", "double", "type", "clone", "contiguous",
-    "view", "reshape", "_unsafe_view", "alias", "lift_fresh_copy", "identity", "Identity", "detach_",
-    "_assert_tensor_metadata",
+    "view", "reshape", "_unsafe_view", "flatten", "unflatten", "alias", "lift_fresh_copy", "identity", "Identity",
+    "detach_", "_assert_tensor_metadata",
 }
 JOIN_OPS = torch_api.JOIN_FUNCTIONS  # `torch.cat`: a skip joined from pieces
 MATMUL_OPS = {"linear", "addmm", "mm", "matmul", "bmm", "baddbmm", "einsum", "addmv", "mv"}
