@@ -130,11 +130,13 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
+    from reslint.static.graph import cut_when_done
     from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
     with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
-                                                              tree) if tree is not None else contextlib.nullcontext():
+                                                              tree) if tree is not None else contextlib.nullcontext(), \
+            cut_when_done():
         facts = extract_facts(path, module, source_path, text=text, tree=tree)
         result.reads = list(facts.reads)
         result.findings.extend(run_rules(facts, settings))
