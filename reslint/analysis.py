@@ -300,7 +300,7 @@ def on_deep_stack(function, *args):
         threading.stack_size(previous)
     thread.join()
     if "error" in outcome:
-        raise outcome["error"]
+        raise outcome.pop("error")  # kept in `outcome` (or a local), its traceback would be a reference cycle
     return outcome["value"]
 
 

@@ -339,8 +339,8 @@ def _width_from_expr(expr: cst.BaseExpression | None, scope: str, module: cst.Mo
 
 
 def _branch_width(node: Node, residual: Residual, module, binding: dict, depth: int = 0):
-    """width_mismatch's walk from a branch back to the skip (a function, not a closure calling itself: that
-    would be a reference cycle keeping the file's tree for the cyclic collector)."""
+    """width_mismatch's walk from a branch back to the skip. Not a closure: one calling itself is a reference
+    cycle, which kept the file's libcst tree for the cyclic collector."""
     if node is residual.skip:
         return "skip", 0
     if depth > 200:
@@ -361,7 +361,8 @@ def _branch_width(node: Node, residual: Residual, module, binding: dict, depth: 
         if module_name in torch_api.WIDTH_PRESERVING_MODULES and node.inputs:
             return _branch_width(node.inputs[0], residual, module, binding, depth + 1)
         if module_name in torch_api.LINEAR_MODULES and spec is not None and spec.owner is not None:
-            incoming = _branch_width(data_inputs(node)[0], residual, module, binding, depth + 1) if data_inputs(node) else None
+            fed = data_inputs(node)
+            incoming = _branch_width(fed[0], residual, module, binding, depth + 1) if fed else None
             if incoming is None:
                 return None
             scope = spec.owner.name
