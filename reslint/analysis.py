@@ -217,7 +217,8 @@ def cpython_parse(text: str):
             return ast.parse(text)
     except (SyntaxError, ValueError) as error:  # ValueError: null bytes, before Python 3.11.4
         if isinstance(error, SyntaxError) and error.lineno is not None:
-            return error
+            # without its traceback: its frames (this one holds `error`) are a cycle keeping the whole stack's locals
+            return error.with_traceback(None)
         return SyntaxError(error.msg if isinstance(error, SyntaxError) else str(error), ("<unknown>", *null_byte(text), None))
     except (RecursionError, MemoryError) as error:
         return SyntaxError(f"too deeply nested for CPython's parser ({type(error).__name__})", ("<unknown>", 1, 1, None))
