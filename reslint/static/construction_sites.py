@@ -24,7 +24,6 @@ import ast
 import math
 import os
 import re
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,18 +196,10 @@ class Finder:
 class FileReader:
     """One project file's tree, imports and bindings, and the values its expressions spell."""
 
-    @property
-    def finder(self) -> Finder:
-        finder = self._finder()
-        if finder is None:
-            raise ReferenceError("a file reader outlived the finder that made it")
-        return finder
-
     def __init__(self, path: str, tree: ast.Module, finder: Finder):
         self.path = path
         self.tree = tree
-        # weakly: the finder holds its readers, and the cycle was left to the cyclic collector
-        self._finder = weakref.ref(finder)
+        self.finder = finder
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
