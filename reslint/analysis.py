@@ -130,11 +130,13 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
+    from reslint.static.graph import cut_when_done
     from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
     with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
-                                                              tree) if tree is not None else contextlib.nullcontext():
+                                                              tree) if tree is not None else contextlib.nullcontext(), \
+            cut_when_done():
         facts = extract_facts(path, module, source_path, text=text, tree=tree)
         result.reads = list(facts.reads)
         result.findings.extend(run_rules(facts, settings))
@@ -215,7 +217,8 @@ def cpython_parse(text: str):
             return ast.parse(text)
     except (SyntaxError, ValueError) as error:  # ValueError: null bytes, before Python 3.11.4
         if isinstance(error, SyntaxError) and error.lineno is not None:
-            return error
+            # without its traceback: its frames (this one holds `error`) are a cycle keeping the whole stack's locals
+            return error.with_traceback(None)
         return SyntaxError(error.msg if isinstance(error, SyntaxError) else str(error), ("<unknown>", *null_byte(text), None))
     except (RecursionError, MemoryError) as error:
         return SyntaxError(f"too deeply nested for CPython's parser ({type(error).__name__})", ("<unknown>", 1, 1, None))
@@ -298,7 +301,7 @@ def on_deep_stack(function, *args):
         threading.stack_size(previous)
     thread.join()
     if "error" in outcome:
-        raise outcome["error"]
+        raise outcome.pop("error")  # kept in `outcome` (or a local), its traceback would be a reference cycle
     return outcome["value"]
 
 

@@ -67,16 +67,20 @@ def calls_a_norm_on_a_sum(block: cst.ClassDef) -> bool:
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     from reslint.static.walk import walk as walk_tree  # libcst's visit, without rebuilding each node
 
-    class Calls(cst.CSTVisitor):
-        def __init__(self):
-            self.found: list[cst.Call] = []
-
-        def visit_Call(self, call: cst.Call) -> None:
-            self.found.append(call)
-
-    visitor = Calls()
+    visitor = _Calls()
     walk_tree(node, visitor)
     return visitor.found
+
+
+class _Calls:
+    """Module-level, not defined per call: a class is a reference cycle, and one holding the calls it found kept
+    the file's libcst tree for the cyclic collector."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, call: cst.Call) -> None:
+        self.found.append(call)
 
 
 def is_sum(node: cst.CSTNode) -> bool:

@@ -60,14 +60,16 @@ def as_built(info: ClassInfo, defaults: dict) -> ClassInfo:
     """A copy of the class whose constructor defaults are `defaults`; its submodules (which read those
     arguments through their owner, `PositionwiseFeedForward(size, layer_norm=layer_norm)`) belong to the copy."""
     built = replace(info, init_defaults=defaults)
-
-    def owned(spec: ModuleSpec) -> ModuleSpec:
-        return replace(spec, owner=built if spec.owner is info else spec.owner,
-                       elements=tuple(owned(element) for element in spec.elements),
-                       named={key: owned(inner) for key, inner in spec.named.items()})
-
-    built.submodules = {attr: owned(spec) for attr, spec in info.submodules.items()}
+    built.submodules = {attr: _owned(spec, info, built) for attr, spec in info.submodules.items()}
     return built
+
+
+def _owned(spec: ModuleSpec, info: ClassInfo, built: ClassInfo) -> ModuleSpec:
+    """The spec with `built` for `info` as its owner, its elements too (not a closure: one calling itself is a
+    reference cycle, kept for the cyclic collector)."""
+    return replace(spec, owner=built if spec.owner is info else spec.owner,
+                   elements=tuple(_owned(element, info, built) for element in spec.elements),
+                   named={key: _owned(inner, info, built) for key, inner in spec.named.items()})
 
 
 def constructor_parameters(info: ClassInfo) -> list[tuple[int, str]]:

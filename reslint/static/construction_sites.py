@@ -345,39 +345,39 @@ class FileReader:
         if scope in self.bound:
             return self.bound[scope]
         found: dict[str, list[tuple[int, ast.AST]]] = {}
-
-        def bind(target: ast.AST, value: ast.AST, line: int) -> None:
-            if isinstance(target, ast.Name):
-                found.setdefault(target.id, []).append((line, value))
-            elif isinstance(target, (ast.Tuple, ast.List)):
-                for index, element in enumerate(target.elts):
-                    first = index == 0 and isinstance(value, ast.Call) and \
-                        self.qualified(value.func).endswith("parse_known_args")
-                    bind(element, value if first else ast.Name(id="<unpacked>", ctx=ast.Load()), line)
-
-        def walk(statements: list[ast.stmt]) -> None:
-            for statement in statements:
-                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    continue
-                if isinstance(statement, ast.Assign):
-                    for target in statement.targets:
-                        bind(target, statement.value, statement.lineno)
-                elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                    bind(statement.target, statement.value, statement.lineno)
-                elif isinstance(statement, (ast.With, ast.AsyncWith)):
-                    for item in statement.items:
-                        if item.optional_vars is not None:
-                            bind(item.optional_vars, item.context_expr, statement.lineno)
-                elif isinstance(statement, (ast.For, ast.AsyncFor)):
-                    bind(statement.target, ast.Name(id="<loop>", ctx=ast.Load()), statement.lineno)
-                for field in ("body", "orelse", "finalbody"):
-                    walk(getattr(statement, field, None) or [])
-                for handler in getattr(statement, "handlers", None) or []:
-                    walk(handler.body)
-
-        walk(list(getattr(scope, "body", [])) if not isinstance(scope, ast.Lambda) else [])
+        self._bind_statements(found, list(getattr(scope, "body", [])) if not isinstance(scope, ast.Lambda) else [])
         self.bound[scope] = found
         return found
+
+    # bindings' walks: methods, not closures calling themselves (reference cycles left to the cyclic collector)
+    def _bind(self, found: dict, target: ast.AST, value: ast.AST, line: int) -> None:
+        if isinstance(target, ast.Name):
+            found.setdefault(target.id, []).append((line, value))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for index, element in enumerate(target.elts):
+                first = index == 0 and isinstance(value, ast.Call) and \
+                    self.qualified(value.func).endswith("parse_known_args")
+                self._bind(found, element, value if first else ast.Name(id="<unpacked>", ctx=ast.Load()), line)
+
+    def _bind_statements(self, found: dict, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    self._bind(found, target, statement.value, statement.lineno)
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                self._bind(found, statement.target, statement.value, statement.lineno)
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                for item in statement.items:
+                    if item.optional_vars is not None:
+                        self._bind(found, item.optional_vars, item.context_expr, statement.lineno)
+            elif isinstance(statement, (ast.For, ast.AsyncFor)):
+                self._bind(found, statement.target, ast.Name(id="<loop>", ctx=ast.Load()), statement.lineno)
+            for field in ("body", "orelse", "finalbody"):
+                self._bind_statements(found, getattr(statement, field, None) or [])
+            for handler in getattr(statement, "handlers", None) or []:
+                self._bind_statements(found, handler.body)
 
     # ----- a site ------------------------------------------------------------------------------
 

@@ -872,7 +872,9 @@ class Evaluator:
         return None
 
     def eval_Lambda(self, expr: cst.Lambda, scope):
-        return Lambda(expr, dict(scope.env), scope)
+        # The lambda's own scope less its names (call_lambda reads the class, self and frames): the scope's names
+        # may come to hold the lambda, a cycle keeping the file's tree for the cyclic collector.
+        return Lambda(expr, dict(scope.env), Scope(scope.cls, scope.self_value, scope.frames, scope.condition))
 
     def eval_IfExp(self, expr: cst.IfExp, scope):
         decided = self.fold_condition(expr.test, scope)
@@ -1653,16 +1655,19 @@ def _binds_a_name_to_a_name(block) -> bool:
 
 
 def _names_in(expr) -> set[str]:
-    class Names(cst.CSTVisitor):
-        def __init__(self):
-            self.found: set[str] = set()
-
-        def visit_Name(self, node: cst.Name) -> None:
-            self.found.add(node.value)
-
-    visitor = Names()
+    visitor = _Names()
     walk(expr, visitor)
     return visitor.found
+
+
+class _Names:
+    """Module-level, not defined per call: a class is a reference cycle the cyclic collector must find."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
 
 
 def _unit_scaled(operator: str, values: list):

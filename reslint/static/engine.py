@@ -740,13 +740,7 @@ class StaticExtractor:
             return set()
         classes = self.index.classes
         found = self.init_calls[info] = set()
-
-        class Calls:
-            def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, cst.Name) and node.func.value in classes:
-                    found.add(node.func.value)
-
-        walk(init.body, Calls())
+        walk(init.body, _ClassCalls(classes, found))
         return found
 
     # ----- norms --------------------------------------------------------------------------------
@@ -975,17 +969,35 @@ def _spans_several_axes(shape_expr) -> bool:
 
 def _super_init_calls(init: cst.FunctionDef) -> list[cst.Call]:
     """The `super().__init__(...)` calls of an `__init__`."""
-    found: list[cst.Call] = []
+    visitor = _SuperInitCalls()
+    init.visit(visitor)
+    return visitor.found
 
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
-                    and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
-                found.append(node)
 
-    init.visit(Calls())
-    return found
+# The visitors below are module-level classes, not classes defined per call: a class is a reference cycle, and
+# one closing over the file's nodes kept the file's whole libcst tree for the cyclic collector.
+class _ClassCalls:
+    """Adds to `found` the names of `classes` called."""
+
+    def __init__(self, classes, found: set[str]) -> None:
+        self.classes = classes
+        self.found = found
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self.classes:
+            self.found.add(node.func.value)
+
+
+class _SuperInitCalls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            self.found.append(node)
 
 
 def _after_linear(info: ClassInfo):

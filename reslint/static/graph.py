@@ -7,7 +7,8 @@ node belongs to (like torch.fx's `nn_module_stack`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 PARAMETRISED_OPS = ("module", "call")
@@ -78,6 +79,8 @@ class Node:
 
 class Graph:
     def __init__(self) -> None:
+        if _open_scopes:
+            _open_scopes[-1].append(self)
         self.nodes: list[Node] = []
         self.outputs: list[Node] = []
         # stack key -> nodes returned by its blocks
@@ -94,6 +97,26 @@ class Graph:
             parent.users.append(node)
         self.nodes.append(node)
         return node
+
+
+# The graphs built inside each open `cut_when_done` scope, innermost last.
+_open_scopes: list[list[Graph]] = []
+
+
+@contextmanager
+def cut_when_done() -> Iterator[None]:
+    """The graphs built inside are cut apart when it ends: each node's `users` (the back edges of `inputs`) is
+    dropped, so that reference counting frees the graphs and what they hold (the file's libcst tree, through
+    specs and places) instead of the cyclic collector. Nothing may read a graph after its scope."""
+    graphs: list[Graph] = []
+    _open_scopes.append(graphs)
+    try:
+        yield
+    finally:
+        _open_scopes.pop()
+        for graph in graphs:
+            for node in graph.nodes:
+                node.users = None
 
 
 def strip_passthrough(node: Node, allow_scale: bool = True) -> tuple[Node, list[Node]]:

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import tokenize
+import weakref
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -33,6 +34,29 @@ CONFIG_OBJECT_NAMES = ("config", "cfg", "args", "opt", "opts", "hparams", "kwarg
 TORCH_MODULE_BASES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "LayerNorm")
 
 
+class WeakOwner:
+    """`ModuleSpec.owner`, held weakly: a class's submodule specs point back at the class (`ClassInfo.submodules`),
+    and the cycle kept the file's libcst tree for the cyclic collector. The class outlives its specs (its index or
+    an as-built copy holds it); one gone while a spec is read is an error, never a silent None."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, spec, kind=None):
+        if spec is None:
+            return None  # the dataclass field's default
+        ref = spec.__dict__[self.slot]
+        if ref is None:
+            return None
+        info = ref()
+        if info is None:
+            raise ReferenceError("a submodule spec outlived the class it belongs to")
+        return info
+
+    def __set__(self, spec, info) -> None:
+        spec.__dict__[self.slot] = None if info is None else weakref.ref(info)
+
+
 @dataclass(eq=False)
 class ModuleSpec:
     """A module as constructed in `__init__`: `nn.Linear(d, 4 * d)`, `Block(cfg)`, a container."""
@@ -40,7 +64,7 @@ class ModuleSpec:
     kind: str  # "builtin", "local", "external", "container", "passed", "unknown"
     name: str  # torch member ("Linear"), local class name, qualified external name
     node: cst.CSTNode | None
-    owner: ClassInfo | None
+    owner: ClassInfo | None = WeakOwner()  # always given: a default only because the descriptor gives one
     args: tuple[cst.Arg, ...] = ()
     elements: tuple[ModuleSpec, ...] = ()  # containers: elements in order (or distinct repeated ones)
     repeated: bool = False  # container built by repeating its element(s) (comprehension, loop, clones)
@@ -715,15 +739,9 @@ def parameter_test(info: ClassInfo, test: cst.BaseExpression) -> tuple[str, bool
 
 def reads_config_default(expr: cst.BaseExpression) -> bool:
     """Whether the expression reads a config value with a default (`kwargs.get("key", default)`)."""
-    found = []
-
-    class Reads(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop"):
-                found.append(node)
-
-    expr.visit(Reads())
-    return bool(found)
+    visitor = _MethodCalls(("get", "pop"))
+    expr.visit(visitor)
+    return bool(visitor.found)
 
 
 def is_hashable(value) -> bool:
@@ -736,15 +754,23 @@ def is_hashable(value) -> bool:
 
 def argument_calls(module: cst.Module) -> list[cst.Call]:
     """The `<parser>.add_argument(...)` calls of a module."""
-    found: list[cst.Call] = []
+    visitor = _MethodCalls(("add_argument",))
+    walk(module, visitor)  # in no particular order: the defaults are read as a set
+    return visitor.found
 
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
-                found.append(node)
 
-    walk(module, Calls())  # in no particular order: the defaults are read as a set
-    return found
+class _MethodCalls(cst.CSTVisitor):
+    """The calls of a method named one of `names` (`x.get(...)`). A module-level class: one defined per call is a
+    reference cycle, and with the calls it found it kept the file's libcst tree for the cyclic collector."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.names = names
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.names:
+            self.found.append(node)
 
 
 def dotted_name(node: cst.BaseExpression) -> str:
@@ -780,10 +806,22 @@ def spec_identity(spec: ModuleSpec) -> tuple:
 
 def string_value(expr: cst.SimpleString):
     """The value of a string literal; None for one CPython would reject (libcst parses `"\\N{nonsense}"`)."""
+    spelled = expr.value
+    if spelled in _string_values:
+        return _string_values[spelled]
     try:
-        return expr.evaluated_value
+        value = expr.evaluated_value
     except (SyntaxError, ValueError):
-        return None
+        value = None
+    if len(_string_values) > 4096:
+        _string_values.clear()
+    _string_values[spelled] = value
+    return value
+
+
+# string_value's answers by spelling: each `ast.literal_eval` leaves a reference cycle (its inner functions) for
+# the cyclic collector, and a file spells the same few strings (`"relu"`, `"layer_norm"`) over and over.
+_string_values: dict[str, str | bytes | None] = {}
 
 
 def literal_number(expr: cst.Integer | cst.Float):

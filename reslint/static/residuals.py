@@ -338,6 +338,49 @@ def _width_from_expr(expr: cst.BaseExpression | None, scope: str, module: cst.Mo
     return Width(scope, base, 0, text)
 
 
+def _branch_width(node: Node, residual: Residual, module, binding: dict, depth: int = 0):
+    """width_mismatch's walk from a branch back to the skip. Not a closure: one calling itself is a reference
+    cycle, which kept the file's libcst tree for the cyclic collector."""
+    if node is residual.skip:
+        return "skip", 0
+    if depth > 200:
+        return None
+    if node.op in ("dropout", "act", "norm", "neg") or (node.op == "pass" and not node.info.get("width_changing")):
+        return _branch_width(node.inputs[0], residual, module, binding, depth + 1) if node.inputs else None
+    if "norm_kind" in node.info and "norm_input" in node.info:
+        return _branch_width(node.info["norm_input"], residual, module, binding, depth + 1)
+    if node.op in ("add", "sub", "mul", "div", "phi"):
+        for parent in data_inputs(node):
+            found = _branch_width(parent, residual, module, binding, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if node.op == "module":
+        spec = node.info.get("spec")
+        module_name = node.info.get("module")
+        if module_name in torch_api.WIDTH_PRESERVING_MODULES and node.inputs:
+            return _branch_width(node.inputs[0], residual, module, binding, depth + 1)
+        if module_name in torch_api.LINEAR_MODULES and spec is not None and spec.owner is not None:
+            fed = data_inputs(node)
+            incoming = _branch_width(fed[0], residual, module, binding, depth + 1) if fed else None
+            if incoming is None:
+                return None
+            scope = spec.owner.name
+            expected = _width_from_expr(spec.arg(0, "in_features"), scope, module)
+            produced = _width_from_expr(spec.arg(1, "out_features"), scope, module)
+            if expected is None or produced is None:
+                return None
+            if incoming[0] == "skip":
+                # The layer accepts the skip's width: the skip is `in_features - offset`.
+                binding.setdefault("skip", Width(expected.scope, expected.base,
+                                                 expected.offset - incoming[1], expected.text))
+            elif not incoming[1].comparable(expected) or incoming[1].offset != expected.offset:
+                if incoming[1].comparable(expected):
+                    return None  # the branch itself would not run; not our finding
+            return "width", produced
+    return None
+
+
 def width_mismatch(residual: Residual, index) -> str:
     """Describe a provable width difference between skip and branch, or ""."""
     if residual.skip_projection:
@@ -345,48 +388,9 @@ def width_mismatch(residual: Residual, index) -> str:
     module = index.module
     binding: dict[str, Width] = {}
 
-    def width(node: Node, depth: int = 0):
-        if node is residual.skip:
-            return "skip", 0
-        if depth > 200:
-            return None
-        if node.op in ("dropout", "act", "norm", "neg") or (node.op == "pass" and not node.info.get("width_changing")):
-            return width(node.inputs[0], depth + 1) if node.inputs else None
-        if "norm_kind" in node.info and "norm_input" in node.info:
-            return width(node.info["norm_input"], depth + 1)
-        if node.op in ("add", "sub", "mul", "div", "phi"):
-            for parent in data_inputs(node):
-                found = width(parent, depth + 1)
-                if found is not None:
-                    return found
-            return None
-        if node.op == "module":
-            spec = node.info.get("spec")
-            module_name = node.info.get("module")
-            if module_name in torch_api.WIDTH_PRESERVING_MODULES and node.inputs:
-                return width(node.inputs[0], depth + 1)
-            if module_name in torch_api.LINEAR_MODULES and spec is not None and spec.owner is not None:
-                incoming = width(data_inputs(node)[0], depth + 1) if data_inputs(node) else None
-                if incoming is None:
-                    return None
-                scope = spec.owner.name
-                expected = _width_from_expr(spec.arg(0, "in_features"), scope, module)
-                produced = _width_from_expr(spec.arg(1, "out_features"), scope, module)
-                if expected is None or produced is None:
-                    return None
-                if incoming[0] == "skip":
-                    # The layer accepts the skip's width: the skip is `in_features - offset`.
-                    binding.setdefault("skip", Width(expected.scope, expected.base,
-                                                     expected.offset - incoming[1], expected.text))
-                elif not incoming[1].comparable(expected) or incoming[1].offset != expected.offset:
-                    if incoming[1].comparable(expected):
-                        return None  # the branch itself would not run; not our finding
-                return "width", produced
-        return None
-
     branch_widths = []
     for j in residual.branches:
-        found = width(residual.add.inputs[j])
+        found = _branch_width(residual.add.inputs[j], residual, module, binding)
         if found is None:
             return ""
         branch_widths.append((j, found))

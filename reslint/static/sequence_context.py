@@ -125,18 +125,28 @@ def initializers(index, classes) -> list[cst.FunctionDef]:
 def named_classes(index, bodies, local: bool = False) -> list[str]:
     """The dotted import paths of the capitalised imported names (`Attention`, `layers.Attention`) that
     `bodies` mention, called or not, torch's own left out; with `local`, the file's own classes too."""
-    found: dict[str, None] = {}
-
-    class Names:
-        def visit_Name(self, node: cst.Name) -> None:
-            dotted = index.aliases.get(node.value) or (node.value if local and node.value in index.classes else None)
-            if dotted and node.value[:1].isupper():
-                found.setdefault(dotted)
-
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if isinstance(node.value, cst.Name) and node.value.value in index.aliases and node.attr.value[:1].isupper():
-                found.setdefault(f"{index.aliases[node.value.value]}.{node.attr.value}")
-
+    visitor = _ClassNames(index, local)
     for body in bodies:
-        walk(body.body, Names())
-    return [dotted for dotted in found if dotted.split(".")[0] != "torch"]
+        walk(body.body, visitor)
+    return [dotted for dotted in visitor.found if dotted.split(".")[0] != "torch"]
+
+
+class _ClassNames:
+    """named_classes' visitor; module-level: a class defined per call is a reference cycle, and this one, closing
+    over the file's index, kept the file's libcst tree for the cyclic collector."""
+
+    def __init__(self, index, local: bool) -> None:
+        self.index = index
+        self.local = local
+        self.found: dict[str, None] = {}
+
+    def visit_Name(self, node: cst.Name) -> None:
+        index = self.index
+        dotted = index.aliases.get(node.value) or (node.value if self.local and node.value in index.classes else None)
+        if dotted and node.value[:1].isupper():
+            self.found.setdefault(dotted)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        aliases = self.index.aliases
+        if isinstance(node.value, cst.Name) and node.value.value in aliases and node.attr.value[:1].isupper():
+            self.found.setdefault(f"{aliases[node.value.value]}.{node.attr.value}")
