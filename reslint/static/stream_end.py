@@ -156,22 +156,29 @@ def branch_alternatives(index: FileIndex, info: ClassInfo, call_name: str, built
     attribute = call_name.removeprefix("self.")
     if init is None or attribute == call_name:
         return ()
-    found: dict[str, None] = {}
+    assignments = _AttributeAssignments(index, attribute, built)
+    walk(init.body, assignments)
+    return tuple(assignments.found)
 
-    class Assignments:
-        def visit_Assign(self, node: cst.Assign) -> None:
-            value = node.value
-            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
-                return
-            dotted = index.aliases.get(value.func.value)
-            if dotted and dotted != built and any(
-                    isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name)
-                    and target.target.value.value == "self" and target.target.attr.value == attribute
-                    for target in node.targets):
-                found.setdefault(dotted)
 
-    walk(init.body, Assignments())
-    return tuple(found)
+class _AttributeAssignments:
+    """`self.<attribute> = Cls(...)` in a constructor, Cls an imported class other than `built` (module level, not
+    per call: a class defined per call is a cycle that keeps the file's tree for the collector)."""
+
+    def __init__(self, index: FileIndex, attribute: str, built: str) -> None:
+        self.index, self.attribute, self.built = index, attribute, built
+        self.found: dict[str, None] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return
+        dotted = self.index.aliases.get(value.func.value)
+        if dotted and dotted != self.built and any(
+                isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name)
+                and target.target.value.value == "self" and target.target.attr.value == self.attribute
+                for target in node.targets):
+            self.found.setdefault(dotted)
 
 
 def inherited_forward(index: FileIndex, info: ClassInfo, source_path: str) -> tuple[str, cst.FunctionDef] | None:
