@@ -18,12 +18,20 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
 
 from reslint.project_facts import WARMUP_NO, WARMUP_UNKNOWN, WARMUP_YES
 
 OTHER = "other"  # an abstract value not known statically, besides a schedule's (warmup, detail) and `Known`
 MAX_STATEMENTS = 2000  # bound on the statements one factory's reading visits
+OPTIMIZERS = frozenset({
+    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "Rprop", "ASGD",
+    "LBFGS", "SparseAdam", "Adafactor", "Muon",
+    # bitsandbytes, apex, DeepSpeed, torch-optimizer, lion-pytorch
+    "AdamW8bit", "Adam8bit", "PagedAdamW", "PagedAdamW8bit", "PagedAdamW32bit", "Lion", "Lion8bit",
+    "FusedAdam", "FusedLAMB", "FusedSGD", "DeepSpeedCPUAdam", "Lamb", "LAMB", "Ranger", "AdaBelief", "Sophia",
+    "create_optimizer_v2",
+})
+OPTIMIZER_WORD = re.compile(r"\b(?:%s)\b" % "|".join(sorted(OPTIMIZERS, key=len, reverse=True)))
 
 
 @dataclass(frozen=True)
@@ -87,21 +95,18 @@ def cannot_be_factory(source: bytes, tree: ast.Module, function: ast.FunctionDef
 
 def spells_an_optimizer(source: bytes) -> bool:
     """Whether the file's text may name an optimizer reslint knows (CPython reads identifiers NFKC-normalised:
-    `Ａｄａｍ` is `Adam`; text it cannot decode as UTF-8 may name one)."""
+    `Ａｄａｍ` is `Adam`; a text not read as UTF-8, or not decodable as such, may name one)."""
+    from reslint.project_index import parses_as_utf8_text
+
     if source.isascii():
-        return optimizer_word().search(source.decode("ascii")) is not None
+        return OPTIMIZER_WORD.search(source.decode("ascii")) is not None
+    if not parses_as_utf8_text(source):
+        return True
     try:
         text = unicodedata.normalize("NFKC", source.decode("utf-8"))
     except UnicodeDecodeError:
         return True
-    return optimizer_word().search(text) is not None
-
-
-@cache
-def optimizer_word() -> re.Pattern:
-    from reslint.static.training import OPTIMIZERS  # training imports this module
-
-    return re.compile(r"\b(?:%s)\b" % "|".join(sorted(OPTIMIZERS, key=len, reverse=True)))
+    return OPTIMIZER_WORD.search(text) is not None
 
 
 def module_scope_functions(tree: ast.Module, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
