@@ -11,6 +11,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from cli_support import write
 from reslint.analysis import analyze_file
 from reslint.findings import Finding
 from reslint.fixes import fixer
@@ -435,3 +436,72 @@ def test_an_imported_config_module_is_parsed_once(tmp_path, monkeypatch, cookie,
     result = analyze_file(str(path), path.read_bytes(), Settings(static=True), str(path))
     assert [(finding.code, finding.line) for finding in result.findings] == [("RL101", 16)]
     assert len(config_parses) == parses
+
+
+TRAINS_THROUGH_HELPERS = """\
+from helpers import make_optimizer, prepare
+
+
+def train(model, cfg):
+    batch = prepare(cfg)
+    optimizer = make_optimizer(model.parameters())
+    optimizer.step(batch)
+"""
+NOT_A_FACTORY = """
+
+def prepare(cfg):
+    return dict(cfg)
+"""
+BUILDS_ADAMW = """\
+import torch
+
+
+def build(parameters):
+    return torch.optim.AdamW(parameters)
+"""
+HELPERS = {  # helpers.py's make_optimizer: each builds the optimizer in a way a cheaper reading could miss
+    "spelled": "import torch\n\n\ndef make_optimizer(parameters):\n    return torch.optim.AdamW(parameters)\n",
+    "spelled NFKC": "import torch\n\n\ndef make_optimizer(parameters):\n    return torch.optim.\uff21dam\uff37(parameters)\n",
+    "through a helper": "from inner import build\n\n\ndef make_optimizer(parameters):\n"
+                        "    optimizer = build(parameters)\n    return optimizer\n",
+    "redefined under an if": "from inner import build\n\n\ndef make_optimizer(parameters):\n    return None\n\n\n"
+                             "if True:\n    def make_optimizer(parameters):\n"
+                             "        optimizer = build(parameters)\n        return optimizer\n",
+}
+
+
+def training_reads(tmp_path, monkeypatch, helpers: str):
+    """train.py's optimizer sites, and the files a `TrainingReader` read for them."""
+    from reslint.project_index import ProjectIndex
+    from reslint.static import training
+
+    write(tmp_path, {"pyproject.toml": "", "train.py": TRAINS_THROUGH_HELPERS, "helpers.py": helpers + NOT_A_FACTORY,
+                     "inner.py": BUILDS_ADAMW})
+    read_files = []
+    read = training.TrainingReader.read
+    monkeypatch.setattr(training.TrainingReader, "read",
+                        lambda reader: read_files.append(Path(reader.path).name) or read(reader))
+    ProjectIndex._shared.clear()
+    path = tmp_path / "train.py"
+    _, optimizers, _ = training.extract_training(path.read_text(), str(path), str(tmp_path))
+    return [(site.line, site.api, site.target) for site in optimizers], read_files
+
+
+@pytest.mark.parametrize("shape", HELPERS)
+def test_an_optimizer_factory_in_another_file_is_still_read(tmp_path, monkeypatch, shape) -> None:
+    """A helper file is read for a called function only when that function could return an optimizer: its file
+    spells an optimizer's name (NFKC-normalised, as CPython reads identifiers), or a function of its name returns
+    what a call assigned. Each shape here is such a factory: the site stays."""
+    sites, read_files = training_reads(tmp_path, monkeypatch, HELPERS[shape])
+    api = "torch.optim.AdamW" if shape.startswith("spelled") else "build() (torch.optim.AdamW)"
+    assert sites == [(6, f"make_optimizer() ({api})", "optimizer")]
+    assert read_files[:2] == ["train.py", "helpers.py"]
+
+
+def test_a_helper_that_cannot_return_an_optimizer_leaves_its_file_unread(tmp_path, monkeypatch) -> None:
+    """`batch = prepare(cfg)` in a training script is read as a possible optimizer factory; `prepare`'s file never
+    spells an optimizer and `prepare` returns no assigned call, so the file is not walked (the whole file was
+    walked, and every helper it calls followed)."""
+    sites, read_files = training_reads(tmp_path, monkeypatch, "\ndef make_optimizer(parameters):\n    return None\n")
+    assert sites == []
+    assert read_files == ["train.py"]

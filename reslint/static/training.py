@@ -20,7 +20,7 @@ import os
 import re
 from collections import deque
 
-from reslint.static.training_factories import Factory, factory_of
+from reslint.static.training_factories import OPTIMIZERS, Factory, factory_of
 from reslint.project_facts import (
     WARMUP_NO,
     WARMUP_UNKNOWN,
@@ -33,14 +33,6 @@ from reslint.project_facts import (
 TRAINING_VOCABULARY = re.compile(
     r"optim|[Ss]chedul|TrainingArguments|deepspeed|param_groups|lr_lambda|[Ww]armup")
 
-OPTIMIZERS = frozenset({
-    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "Rprop", "ASGD",
-    "LBFGS", "SparseAdam", "Adafactor", "Muon",
-    # bitsandbytes, apex, DeepSpeed, torch-optimizer, lion-pytorch
-    "AdamW8bit", "Adam8bit", "PagedAdamW", "PagedAdamW8bit", "PagedAdamW32bit", "Lion", "Lion8bit",
-    "FusedAdam", "FusedLAMB", "FusedSGD", "DeepSpeedCPUAdam", "Lamb", "LAMB", "Ranger", "AdaBelief", "Sophia",
-    "create_optimizer_v2",
-})
 # Optimizers that need no warmup schedule: RAdam rectifies the variance of Adam's adaptive learning
 # rate over the first steps, which is what warmup works around (Liu et al. 2020).
 WARMUP_SUBSTITUTES = {"RAdam": "RAdam rectifies the early variance of the adaptive learning rate",

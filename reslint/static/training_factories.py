@@ -15,12 +15,23 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
+import unicodedata
 from dataclasses import dataclass
 
 from reslint.project_facts import WARMUP_NO, WARMUP_UNKNOWN, WARMUP_YES
 
 OTHER = "other"  # an abstract value not known statically, besides a schedule's (warmup, detail) and `Known`
 MAX_STATEMENTS = 2000  # bound on the statements one factory's reading visits
+OPTIMIZERS = frozenset({
+    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam", "Rprop", "ASGD",
+    "LBFGS", "SparseAdam", "Adafactor", "Muon",
+    # bitsandbytes, apex, DeepSpeed, torch-optimizer, lion-pytorch
+    "AdamW8bit", "Adam8bit", "PagedAdamW", "PagedAdamW8bit", "PagedAdamW32bit", "Lion", "Lion8bit",
+    "FusedAdam", "FusedLAMB", "FusedSGD", "DeepSpeedCPUAdam", "Lamb", "LAMB", "Ranger", "AdaBelief", "Sophia",
+    "create_optimizer_v2",
+})
+OPTIMIZER_WORD = re.compile(r"\b(?:%s)\b" % "|".join(sorted(OPTIMIZERS, key=len, reverse=True)))
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ def factory_of(reader, call: ast.Call) -> Factory | None:
         function = next((node for node in (tree.body if tree is not None else ())
                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name),
                         None)
-        if function is None:
+        if function is None or cannot_be_factory(source, tree, function):
             return None
         other = type(reader)(tree, str(path), reader.root)  # the caller's reader class: training.TrainingReader
         try:
@@ -69,6 +80,60 @@ def factory_of(reader, call: ast.Call) -> Factory | None:
     if str(path) not in reader.config_reads:
         reader.config_reads.append(str(path))  # the caller's result depends on the file the function is in
     return project.memo(("training factory", path, function_name, hashlib.sha1(source or b"").hexdigest()), read)
+
+
+def cannot_be_factory(source: bytes, tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`read_factory` would answer None for `function` whatever the rest of its file holds, so the file need not be
+    read: no optimizer parameter (no schedule is read), and no optimizer its scope could build and return. An
+    optimizer call's name (or the name an alias imports) is spelled in the file, and a factory's optimizer reaches
+    the return only through an assigned call of a lowercase name (`_factory_site`)."""
+    if optimizer_parameter(function) is not None or spells_an_optimizer(source):
+        return False
+    return not any(returns_an_assigned_call(scope_mate)
+                   for scope_mate in module_scope_functions(tree, function.name))
+
+
+def spells_an_optimizer(source: bytes) -> bool:
+    """Whether the file's text may name an optimizer reslint knows (CPython reads identifiers NFKC-normalised:
+    `Ａｄａｍ` is `Adam`; a text not read as UTF-8, or not decodable as such, may name one)."""
+    from reslint.project_index import parses_as_utf8_text
+
+    if source.isascii():
+        return OPTIMIZER_WORD.search(source.decode("ascii")) is not None
+    if not parses_as_utf8_text(source):
+        return True
+    try:
+        text = unicodedata.normalize("NFKC", source.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
+    return OPTIMIZER_WORD.search(text) is not None
+
+
+def module_scope_functions(tree: ast.Module, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions whose scope `TrainingReader` names `name`: those defined outside any function or class."""
+    found, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name == name:
+                found.append(node)
+        elif not isinstance(node, ast.ClassDef):
+            todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr))
+    return found
+
+
+def returns_an_assigned_call(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`x = helper(...)` ... `return x`: the shape in which a factory's optimizer leaves `function`."""
+    assigned, returned = set(), set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(child, ast.Call) and isinstance(child.func, ast.Name) for child in ast.iter_child_nodes(node)):
+            assigned.update(ast.unparse(target) for target in (node.targets if isinstance(node, ast.Assign)
+                                                               else [node.target]))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            returned.update(ast.unparse(value) for value in values)
+    return not assigned.isdisjoint(returned)
 
 
 def read_factory(reader, function: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> Factory | None:
