@@ -88,3 +88,34 @@ def test_a_files_analysis_leaves_nothing_to_the_cyclic_collector() -> None:
         if enabled:
             gc.enable()
     assert left == {}, sorted(left.items())[:5]
+
+
+def test_a_scope_cuts_only_the_graphs_its_own_thread_built() -> None:
+    """A library caller analysing files in two threads: one file's analysis ending cuts its own graphs, never the
+    graphs another thread is still building and reading."""
+    import threading
+
+    from reslint.static.graph import Graph, cut_when_done
+
+    inside = threading.Event()
+    release = threading.Event()
+    elsewhere: list[Graph] = []
+
+    def other_thread() -> None:
+        with cut_when_done():
+            elsewhere.append(Graph())
+            elsewhere[0].add("input", (), None)
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_thread)
+    with cut_when_done():
+        thread.start()
+        inside.wait(10)
+        mine = Graph()
+        mine.add("input", (), None)
+    assert mine.nodes[0].users is None  # this thread's scope ended: its graph is cut
+    assert elsewhere[0].nodes[0].users == []  # the other thread's graph, its scope still open, is not
+    release.set()
+    thread.join()
+    assert elsewhere[0].nodes[0].users is None

@@ -7,6 +7,7 @@ node belongs to (like torch.fx's `nn_module_stack`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -79,8 +80,9 @@ class Node:
 
 class Graph:
     def __init__(self) -> None:
-        if _open_scopes:
-            _open_scopes[-1].append(self)
+        scopes = _open_scopes()
+        if scopes:
+            scopes[-1].append(self)
         self.nodes: list[Node] = []
         self.outputs: list[Node] = []
         # stack key -> nodes returned by its blocks
@@ -99,8 +101,15 @@ class Graph:
         return node
 
 
-# The graphs built inside each open `cut_when_done` scope, innermost last.
-_open_scopes: list[list[Graph]] = []
+# The graphs built inside each open `cut_when_done` scope of the thread, innermost last (per thread: a library
+# caller may analyse files in several threads at once).
+_scopes = threading.local()
+
+
+def _open_scopes() -> list[list[Graph]]:
+    if not hasattr(_scopes, "open"):
+        _scopes.open = []
+    return _scopes.open
 
 
 @contextmanager
@@ -109,11 +118,12 @@ def cut_when_done() -> Iterator[None]:
     dropped, so that reference counting frees the graphs and what they hold (the file's libcst tree, through
     specs and places) instead of the cyclic collector. Nothing may read a graph after its scope."""
     graphs: list[Graph] = []
-    _open_scopes.append(graphs)
+    scopes = _open_scopes()
+    scopes.append(graphs)
     try:
         yield
     finally:
-        _open_scopes.pop()
+        scopes.pop()
         for graph in graphs:
             for node in graph.nodes:
                 node.users = None
