@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 import reslint.fixes.worker as worker
@@ -34,7 +35,20 @@ def sample() -> list[Path]:
 
 def libcst_walk(root, *visitors) -> None:
     for visitor in visitors:
-        root.visit(visitor)
+        root.visit(visitor if isinstance(visitor, cst.CSTVisitor) else _LibcstVisitor(visitor))
+
+
+class _LibcstVisitor(cst.CSTVisitor):
+    """libcst's own visit of a visitor that only has `visit_<Node>` methods (the engine's visitors are plain
+    classes: the fast walk calls what they define, and a CSTVisitor defines a method for every node kind)."""
+
+    def __init__(self, visitor) -> None:
+        super().__init__()
+        self.visitor = visitor
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        method = getattr(self.visitor, "visit_" + type(node).__name__, None)
+        return method is None or method(node) is not False
 
 
 def analysed(path: Path) -> tuple:
