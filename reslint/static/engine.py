@@ -30,7 +30,7 @@ from reslint.static.index import UNKNOWN, ClassInfo, FileIndex, ModuleSpec
 from reslint.static.norms import LAYER, find_hand_written_norms, norm_role
 from reslint.static.positions import SourceMap
 from reslint.static.residuals import find_residuals
-from reslint.static.sequence_context import markers_elsewhere
+from reslint.static.sequence_context import column_tables, markers_elsewhere
 from reslint.static.stream_end import (VERDICTS as STREAM_END_VERDICTS, branch_alternatives, consumed_classes,
                                        final_norm, inherited_forward, inside_blocks_elsewhere, loaded_classes,
                                        reached_into, stack_sources, stream_end, visible_loaders)
@@ -678,11 +678,16 @@ class StaticExtractor:
     def _model_facts(self, info: ClassInfo) -> ModelFacts:
         classes = self._closure(info)
         markers = []
+        tables = None  # read only for a model with an nn.Embedding
         for name in sorted(classes):  # a set: sorted, so that the message is the same in every run
             owner = self.index.classes[name]
             for spec in owner.submodules.values():
                 for inner in iter_specs(spec):
                     if inner.kind == "builtin" and inner.name in torch_api.SEQUENCE_MODULES:
+                        if inner.name == "Embedding":
+                            tables = column_tables(self.index.classes, classes) if tables is None else tables
+                            if id(inner) in tables:
+                                continue
                         markers.append(torch_api.SEQUENCE_MODULES[inner.name])
         # The model's own graph, and those of the classes it builds whose forward it reaches only through
         # a wrapper the graph does not inline (`self.attn = PreNorm(dim, Attention(...))`).

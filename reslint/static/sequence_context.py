@@ -93,6 +93,8 @@ class Lookup:
                     if not site.scope or site.scope_is_class and site.path == current_path:
                         continue  # module level, or the file's own classes (in the model's closure already)
                     other = self.project.file_index(site.path, self.index_class)
+                    if other is not None and before_tokens(other, site, current):
+                        continue  # it sees a table's (batch, features), not the tokens its builder's builders see
                     if not site.scope_is_class:  # a factory: what it builds with the class, else who calls it
                         function = other.functions.get(site.scope) if other is not None else None
                         found = self.built(site.path, other, [function], MAX_BUILT_LEVELS) if function else []
@@ -114,6 +116,53 @@ class Lookup:
             level = [item for item in dict.fromkeys(above) if item not in seen]
             seen.update(level)
         return []
+
+
+def before_tokens(index, site, name: str) -> bool:
+    """Whether the class `name`, built at `site` (of the file of `index`), works on a table's (batch, features)
+    rather than on a sequence, whatever the models above it do with the result:
+
+    - built by a class that embeds a table's columns (its own `column_tables`): what it builds runs on the columns
+      before they become tokens (pytorch-tabular's Embedding2dLayer normalises the continuous features, then
+      multiplies each by its feature's vector);
+    - built by a factory next to an `nn.Linear` over the same features (`BatchNorm1d(in_units)` then
+      `nn.Linear(in_units, out_units)`, a list of layers for an nn.Sequential): BatchNorm1d normalises axis 1 and
+      Linear reads the last one, so the two fit only on (batch, features) vectors.
+    """
+    if site.scope_is_class:
+        return site.scope in index.classes and bool(column_tables(index.classes, (site.scope,)))
+    function = index.functions.get(site.scope)
+    if function is None:
+        return False
+    calls = _WidthCalls(name)
+    walk(function.body, calls)
+    return bool(calls.built) and all(width in calls.linear_inputs for width in calls.built)
+
+
+class _WidthCalls:
+    """The widths (first argument, as code) of the calls of class `name` (`built`) and of `nn.Linear`
+    (`linear_inputs`, their in_features)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.built: list[str] = []
+        self.linear_inputs: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if called not in (self.name, "Linear"):
+            return
+        keyword = "num_features" if called == self.name else "in_features"
+        width = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword), None)
+        if width is None and node.args and node.args[0].keyword is None and not node.args[0].star:
+            width = node.args[0].value
+        code = cst.Module([]).code_for_node(width) if width is not None else None
+        if called == "Linear":
+            if code is not None:
+                self.linear_inputs.add(code)
+        else:
+            self.built.append(code)
 
 
 def initializers(index, classes) -> list[cst.FunctionDef]:
@@ -150,3 +199,140 @@ class _ClassNames:
         aliases = self.index.aliases
         if isinstance(node.value, cst.Name) and node.value.value in aliases and node.attr.value[:1].isupper():
             self.found.setdefault(f"{aliases[node.value.value]}.{node.attr.value}")
+
+
+# ----- tables of a tabular model's columns, not token embeddings -------------------------------------
+
+def column_tables(classes: dict, names) -> set[int]:
+    """The `id` of each `nn.Embedding` spec of the classes `names` (of `classes`, a file index's) that embeds
+    the columns of a table, not a sequence of tokens, and so is no sequence evidence (pytorch-tabular's
+    FT-Transformer and TabTransformer builders):
+
+    - one table per column, sized by the column: built in a comprehension whose variable is the table's size
+      (`nn.ModuleList([nn.Embedding(cardinality, d) for cardinality in cardinalities])`), directly or inside a
+      class of the file built that way (`[SharedEmbeddings(cardinality, d) for cardinality in ...]`);
+      each looks up one value per sample, a vector, not a (batch, time) sequence;
+    - a table of per-index vectors looked up only with `torch.arange(...)` (a feature's or a position's
+      own vector): it embeds no input, like an `nn.Parameter` of the same shape, which is no evidence either.
+    """
+    per_column = _PerColumnBuilds()
+    for name in names:
+        init = classes[name].methods.get("__init__")
+        if init is not None:
+            walk(init.body, per_column)
+    tables: set[int] = set()
+    for name in names:
+        info = classes[name]
+        lookups = None  # read only for a class with an nn.Embedding
+        for spec in info.submodules.values():
+            for table in _embedding_specs(spec):
+                if name in per_column.classes or id(table.node) in per_column.calls:
+                    tables.add(id(table))
+                    continue
+                if lookups is None:
+                    lookups = _Lookups()
+                    for method in info.methods.values():
+                        lookups.assigned = {}
+                        walk(method.body, _Assignments(lookups.assigned))
+                        walk(method.body, lookups)
+                found = lookups.arguments.get(spec.attr)
+                if found and all(found):
+                    tables.add(id(table))
+    return tables
+
+
+def _embedding_specs(spec):
+    pending = [spec]
+    while pending:
+        current = pending.pop()
+        if current.kind == "builtin" and current.name == "Embedding":
+            yield current
+        pending.extend(current.elements)
+        pending.extend(current.named.values())
+
+
+class _PerColumnBuilds:
+    """The calls `Name(size, ...)` / `nn.Name(size, ...)` of comprehensions whose variable is `size`: their nodes'
+    ids (`calls`) and the called names (`classes`)."""
+
+    def __init__(self) -> None:
+        self.calls: set[int] = set()
+        self.classes: set[str] = set()
+
+    def visit_ListComp(self, node) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node) -> None:
+        self._comprehension(node)
+
+    def _comprehension(self, node) -> None:
+        call = node.elt
+        if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None or call.args[0].star:
+            return
+        size = call.args[0].value
+        if not isinstance(size, cst.Name) or size.value not in _comprehension_targets(node.for_in):
+            return
+        func = call.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        self.calls.add(id(call))
+        self.classes.add(name)
+
+
+def _comprehension_targets(for_in) -> set[str]:
+    names: set[str] = set()
+    while for_in is not None:
+        pending = [for_in.target]
+        while pending:
+            target = pending.pop()
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                pending.extend(element.value for element in target.elements)
+        for_in = for_in.inner_for_in
+    return names
+
+
+class _Assignments:
+    """`name = value` of one function body, by name (None for a name assigned more than once)."""
+
+    def __init__(self, assigned: dict) -> None:
+        self.assigned = assigned
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                name = target.target.value
+                self.assigned[name] = None if name in self.assigned else node.value
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False  # a nested function's names are its own
+
+
+class _Lookups:
+    """For each `self.attribute(index, ...)` called: whether each call's index is an index range (`torch.arange`,
+    possibly reshaped or expanded), read through the function's single assignments (`assigned`)."""
+
+    def __init__(self) -> None:
+        self.arguments: dict[str, list[bool]] = {}
+        self.assigned: dict = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+                and node.args):
+            self.arguments.setdefault(func.attr.value, []).append(self._index_range(node.args[0].value))
+
+    def _index_range(self, value) -> bool:
+        for _ in range(8):
+            if isinstance(value, cst.Name) and self.assigned.get(value.value) is not None:
+                value = self.assigned[value.value]
+            elif isinstance(value, cst.Subscript):
+                value = value.value
+            elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not (
+                    isinstance(value.func.value, cst.Name) and value.func.value.value == "torch"):
+                value = value.func.value  # a method of the index tensor: .expand(...), .unsqueeze(0), .to(device)
+            else:
+                break
+        func = value.func if isinstance(value, cst.Call) else None
+        return (isinstance(func, cst.Attribute) and func.attr.value == "arange"
+                or isinstance(func, cst.Name) and func.value == "arange")
