@@ -343,6 +343,11 @@ STATIC_FINDINGS += [("wrapped_residual/pre.py", 29, "RL103", NO_FINAL_NORM.repla
     "stack `self.layers` of `Encoder`", "stack `self.blocks` of `Unnormed`"))]
 STATIC_FINDINGS += [("rl201_chosen_score/convolution.py", 12, "RL201",
                      sequence_batchnorm("ConformerConvolution", HAND_WRITTEN_ATTENTION))]
+# A ghost BatchNorm in its own file: built by a factory after a convolution over time for a text model, a sequence
+# model's (rl201_sequence_ghost); built only to run on a table's (batch, features), by a column embedder and a factory
+# next to an nn.Linear over its width, silent though attention runs on the feature tokens above (rl201_tabular_ghost).
+GHOST_SEQUENCE = sequence_batchnorm("GhostBatchNorm", "attention (nn.MultiheadAttention), token embeddings (nn.Embedding)")
+STATIC_FINDINGS += [("rl201_sequence_ghost/ghost_norm.py", 12, "RL201", GHOST_SEQUENCE)]
 # The traced models add what running them shows, where they are built: the Post-LN layers a stack of
 # model.py builds, and the BatchNorm1d at the place the Conformer block builds its convolution module.
 TRACED_FINDINGS = [
@@ -350,6 +355,7 @@ TRACED_FINDINGS = [
      f"`PostLNEncoderLayer` uses Post-LN: the norm follows `x + sublayer(x)`; {POST_LN_TAIL}"),
     ("conformer_conv/conformer.py", 12, "RL201", SEQUENCE_BATCHNORM),
     ("rl201_conformer_factory/conformer.py", 11, "RL201", SEQUENCE_BATCHNORM),
+    ("rl201_sequence_ghost/model.py", 13, "RL201", GHOST_SEQUENCE),
 ]
 # The full check builds the joeynmt-style stacks from their defaults: the decoder runs its layers Post-LN; the
 # model assembled by `build_model(cfg)` cannot be built without the config (reslint's guess: info).
@@ -402,7 +408,8 @@ TRACED_FINDINGS += [("builtin_wrapper/model.py", 37, "RL101",
                      f"`nn.TransformerEncoderLayer` is Post-LN (norm_first=False, the default): LayerNorm(x + "
                      f"sublayer(x)); {POST_LN_TAIL}")]
 # Every other fixture directory (argparse_flag_pre, config_elsewhere_pre, config_pre, conv_in_cnn, enum_flag_pre,
-# helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, stats_function)
+# helper_stack_normed, kwargs_defaults_pre, norm_subclass, rl201_chosen_gate, rl201_conv_in_cnn, rl201_tabular_ghost,
+# stats_function)
 # must stay silent.
 
 
