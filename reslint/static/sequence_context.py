@@ -14,7 +14,9 @@ its own and builds such a BatchNorm (never of CNNs: BatchNorm2d is not asked abo
   calls them; and through builders of builders.
 
 A class counts with the markers of the model its file builds it into (another file's facts, read
-through the project index, never by importing the project).
+through the project index, never by importing the project). The search does not go up through a builder
+that runs the model on a table's (batch, features) (`before_tokens`), and a tabular model's embedding
+tables (`column_tables`) are no token evidence, here or in the model's own file.
 """
 
 from __future__ import annotations
