@@ -217,3 +217,25 @@ class _CallList(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         self.found.append(node)
+
+
+def test_walk_with_parents_lists_ast_walks_nodes_and_the_parents_iter_child_nodes_gives() -> None:
+    import ast
+
+    from reslint.static.construction_sites import walk_with_parents
+
+    compared = 0
+    for path in sources():
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):  # the RL901 fixtures
+            continue
+        expected_parents = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                expected_parents[child] = node
+        nodes, parents = walk_with_parents(tree)
+        assert [id(node) for node in nodes] == [id(node) for node in ast.walk(tree)], path
+        assert list(parents.items()) == list(expected_parents.items()), path
+        compared += len(nodes)
+    assert compared > 100_000
