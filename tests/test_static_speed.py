@@ -14,7 +14,6 @@ import reslint.fixes.worker as worker
 import reslint.static.dataflow as dataflow
 import reslint.static.engine as engine
 import reslint.static.index as index
-import reslint.static.stream_end as stream_end
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
 from reslint.static.positions import SourceMap
@@ -63,7 +62,7 @@ def fast() -> dict[Path, tuple]:
 
 
 def test_the_fast_walk_gives_the_plain_engines_findings(fast, monkeypatch) -> None:
-    for module in (stream_end, index, dataflow):
+    for module in (index, dataflow):
         monkeypatch.setattr(module, "walk", libcst_walk)
     findings = 0
     for path, expected in fast.items():

@@ -110,3 +110,132 @@ def test_parents_match_libcst_parent_node_provider_on_every_node_of_the_sample()
         assert parents(module) == expected, path
         compared += len(expected)
     assert compared > 100_000
+
+
+# ----- the nodes the index gathers of each class body once, for every look at them -----
+
+class KindCollector(cst.CSTVisitor):
+    """The nodes of each kind under a root, as libcst's own visit shows them (ids: the tree's own nodes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, set[int]] = {"Name": set(), "Call": set(), "Attribute": set(), "Assign": set()}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node).__name__
+        if kind in self.found:
+            self.found[kind].add(id(node))
+        return True
+
+
+def visited(root: cst.CSTNode) -> dict[str, set[int]]:
+    collector = KindCollector()
+    root.visit(collector)
+    return collector.found
+
+
+def ids(nodes) -> set[int]:
+    listed = [id(node) for node in nodes]
+    assert len(listed) == len(set(listed))  # each node gathered once
+    return set(listed)
+
+
+def test_the_gathered_body_nodes_are_the_nodes_libcst_visits_in_each_class_and_constructor() -> None:
+    from reslint.static.index import FileIndex
+
+    compared = 0
+    for path in sources():
+        module = parsed(path)
+        if module is None:
+            continue
+        index = FileIndex(module)
+        for info in index.classes.values():
+            nodes, body = index.body_nodes(info), visited(info.node.body)
+            assert (ids(nodes.names), ids(nodes.calls), ids(nodes.attributes)) == (
+                body["Name"], body["Call"], body["Attribute"]), (path, info.name)
+            init = info.methods.get("__init__")
+            in_init = visited(init.body) if init is not None else {"Call": set(), "Assign": set()}
+            assert (ids(nodes.init_calls), ids(nodes.init_assignments)) == (in_init["Call"], in_init["Assign"]), (
+                path, info.name)
+            compared += len(body["Name"]) + len(in_init["Assign"])
+    assert compared > 20_000
+
+
+ARGUMENT_CALLS = '''
+import argparse
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--top", default=1)
+
+def options(p):
+    p.add_argument("--in-function", default=2)
+    class Local:
+        def __init__(self):
+            p.add_argument("--in-local-class", default=3)
+
+class Cli:
+    def __init__(self, p):
+        p.add_argument("--in-init", default=4)
+
+    def more(self, p):
+        p.add_argument("--in-method", default=5)
+
+@register(parser.add_argument("--in-decorator", default=6))
+class Shadowed:
+    def build(self, p): p.add_argument("--in-a-shadowed-class", default=7)
+
+class Shadowed(Base):
+    pass
+
+if __name__ == "__main__":
+    parser.add_argument("--under-main", default=8)
+'''
+
+
+def test_argument_calls_are_every_add_argument_call_of_the_module() -> None:
+    from reslint.static.index import FileIndex
+
+    sources_with_calls = [ARGUMENT_CALLS.encode(), *(path.read_bytes() for path in REPO_ROOT.glob("fixtures/**/*.py")
+                                                     if b"add_argument" in path.read_bytes())]
+    assert len(sources_with_calls) >= 3
+    for source in sources_with_calls:
+        module = cst.parse_module(source)
+        calls = _CallList()
+        module.visit(calls)
+        expected = {id(node) for node in calls.found
+                    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"}
+        assert ids(FileIndex(module).argument_calls()) == expected
+    index = FileIndex(cst.parse_module(ARGUMENT_CALLS))
+    assert sorted(index.argument_defaults()) == ["in_a_shadowed_class", "in_decorator", "in_function", "in_init",
+                                                 "in_local_class", "in_method", "top", "under_main"]
+
+
+class _CallList(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found.append(node)
+
+
+def test_walk_with_parents_lists_ast_walks_nodes_and_the_parents_iter_child_nodes_gives() -> None:
+    import ast
+
+    from reslint.static.construction_sites import walk_with_parents
+
+    compared = 0
+    for path in sources():
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):  # the RL901 fixtures
+            continue
+        expected_parents = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                expected_parents[child] = node
+        nodes, parents = walk_with_parents(tree)
+        assert [id(node) for node in nodes] == [id(node) for node in ast.walk(tree)], path
+        assert list(parents.items()) == list(expected_parents.items()), path
+        compared += len(nodes)
+    assert compared > 100_000

@@ -184,9 +184,7 @@ class Finder:
             if reader is None:
                 continue
             local, modules = reader.names_for(name, defining)
-            for node in ast.walk(reader.tree):
-                if not isinstance(node, ast.Call):
-                    continue
+            for node in reader.calls:
                 func = node.func
                 if isinstance(func, ast.Name) and func.id in local or \
                         isinstance(func, ast.Attribute) and func.attr == name and \
@@ -201,10 +199,8 @@ class FileReader:
         self.path = path
         self.tree = tree
         self.finder = finder
-        self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
+        nodes, self.parents = walk_with_parents(tree)
+        self.calls = [node for node in nodes if type(node) is ast.Call]  # in `ast.walk`'s order, as every look reads them
         self.imports: dict[str, tuple[str, int, str]] = {}  # local -> (module, level, name; "" for a module)
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
@@ -216,7 +212,7 @@ class FileReader:
                 self.functions[statement.name] = statement
             elif isinstance(statement, ast.ClassDef):
                 self.classes[statement.name] = statement
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -404,6 +400,25 @@ class FileReader:
             return Site(self.path, call.lineno, reason="its arguments nest too deeply to read")
         return Site(self.path, call.lineno, expr, reads=tuple(sorted(evaluator.reads)), shrunk=shrunk,
                     depth=depth, full=full if shrunk else "")
+
+
+def walk_with_parents(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
+    """The nodes of the tree in `ast.walk`'s order (breadth first, a shared `Load` each time it is reached), and
+    each node's parent as `ast.iter_child_nodes` from every node finds it (the last one for a shared node): one
+    pass, for what three walks of every project file read before."""
+    nodes, parents, node_type = [tree], {}, ast.AST
+    for node in nodes:  # grows while read: a queue
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                parents[value] = node
+                nodes.append(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        parents[item] = node
+                        nodes.append(item)
+    return nodes, parents
 
 
 def argparse_dest(call: ast.Call) -> str:

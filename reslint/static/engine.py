@@ -17,7 +17,6 @@ import libcst as cst
 from reslint.facts import AnalysisLimit, FileFacts, LinearChain, ModelFacts, NormOp, ResidualAdd, Span, Stack
 from reslint.placement import PLACEMENT_FLAG_WORDS, combined_placement
 from reslint.static import torch_api
-from reslint.static.walk import walk
 from itertools import product
 
 from reslint.static.built_elsewhere import site_specs, value_at_sites
@@ -744,8 +743,8 @@ class StaticExtractor:
         if init is None:
             return set()
         classes = self.index.classes
-        found = self.init_calls[info] = set()
-        walk(init.body, _ClassCalls(classes, found))
+        found = self.init_calls[info] = {node.func.value for node in self.index.body_nodes(info).init_calls
+                                         if type(node.func) is cst.Name and node.func.value in classes}
         return found
 
     # ----- norms --------------------------------------------------------------------------------
@@ -981,18 +980,6 @@ def _super_init_calls(init: cst.FunctionDef) -> list[cst.Call]:
 
 # The visitors below are module-level classes, not classes defined per call: a class is a reference cycle, and
 # one closing over the file's nodes kept the file's whole libcst tree for the cyclic collector.
-class _ClassCalls:
-    """Adds to `found` the names of `classes` called."""
-
-    def __init__(self, classes, found: set[str]) -> None:
-        self.classes = classes
-        self.found = found
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in self.classes:
-            self.found.add(node.func.value)
-
-
 class _SuperInitCalls(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()

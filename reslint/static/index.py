@@ -119,6 +119,7 @@ class FileIndex:
         self._copies: dict[str, bool] = {}  # builds_copies' answers
         self._wrappers: dict[str, object] = {}  # residual_wrapper's answers
         self._lookups: dict[tuple, object] = {}  # (class, kind, name) -> what `method`, `submodule`, `attr_value` found
+        self._body_nodes: dict[ClassInfo, BodyNodes] = {}
         self._collect(module)
         self.config_reads: list[str] = []  # the imported config modules read (absolute paths)
         self.config_sources: list[FileIndex] = []  # and their indexes
@@ -705,12 +706,39 @@ class FileIndex:
             return values.pop()
         return UNKNOWN
 
+    def body_nodes(self, info: ClassInfo) -> BodyNodes:
+        """The names, calls and attributes of the class's body and the calls and assignments of its `__init__`'s,
+        gathered by one walk for every look at them (stream ends, the classes a constructor builds, command-line
+        defaults): each of them walked the body again before."""
+        known = self._body_nodes.get(info)
+        if known is None:
+            init = info.methods.get("__init__")
+            outside_init = _BodyGatherer(skipped=init.body if init is not None else None)
+            walk(info.node.body, outside_init)
+            in_init = _BodyGatherer(assignments=True)
+            if init is not None:
+                walk(init.body, in_init)
+            known = self._body_nodes[info] = BodyNodes(
+                names=outside_init.names + in_init.names, calls=outside_init.calls + in_init.calls,
+                attributes=outside_init.attributes + in_init.attributes, init_calls=in_init.calls,
+                init_assignments=in_init.assignments)
+        return known
+
+    def argument_calls(self) -> list[cst.Call]:
+        """The `<parser>.add_argument(...)` calls of the module: those of the class bodies gathered already
+        (`body_nodes`), the rest walked."""
+        outside = _ArgumentCallsOutside({id(info.node.body) for info in self.classes.values()})
+        walk(self.module, outside)  # in no particular order: the defaults are read as a set
+        inside = [call for info in self.classes.values() for call in self.body_nodes(info).calls
+                  if type(call.func) is cst.Attribute and call.func.attr.value == "add_argument"]
+        return inside + outside.found
+
     def argument_defaults(self) -> dict[str, list[cst.BaseExpression]]:
         """Command-line defaults: `add_argument("--norm-position", default="post")` -> {"norm_position": [...]};
         `action="store_true"` defaults to False, `"store_false"` to True."""
         if self._argument_defaults is None:
             found: dict[str, list[cst.BaseExpression]] = {}
-            for call in argument_calls(self.module):
+            for call in self.argument_calls():
                 flags = [string_value(arg.value) for arg in call.args
                          if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
                 keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
@@ -752,11 +780,39 @@ def is_hashable(value) -> bool:
     return True
 
 
-def argument_calls(module: cst.Module) -> list[cst.Call]:
-    """The `<parser>.add_argument(...)` calls of a module."""
-    visitor = _MethodCalls(("add_argument",))
-    walk(module, visitor)  # in no particular order: the defaults are read as a set
-    return visitor.found
+@dataclass(eq=False)
+class BodyNodes:
+    """What `FileIndex.body_nodes` gathers of one class: every `Name`, `Call` and `Attribute` node of its body
+    (its `__init__`'s included), and the `Call` and `Assign` nodes of its `__init__`'s body, in no particular order."""
+
+    names: list[cst.Name]
+    calls: list[cst.Call]
+    attributes: list[cst.Attribute]
+    init_calls: list[cst.Call]
+    init_assignments: list[cst.Assign]
+
+
+class _BodyGatherer:
+    """Collects the nodes `BodyNodes` lists (the lists' own `append` as visit methods: no Python call per node),
+    leaving out the block `skipped` (the `__init__`'s body, gathered apart)."""
+
+    def __init__(self, skipped: cst.BaseSuite | None = None, assignments: bool = False) -> None:
+        self.skipped = skipped
+        self.names: list[cst.Name] = []
+        self.calls: list[cst.Call] = []
+        self.attributes: list[cst.Attribute] = []
+        self.assignments: list[cst.Assign] = []
+        self.visit_Name = self.names.append
+        self.visit_Call = self.calls.append
+        self.visit_Attribute = self.attributes.append
+        if assignments:
+            self.visit_Assign = self.assignments.append
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return node is not self.skipped
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        return node is not self.skipped
 
 
 class _MethodCalls(cst.CSTVisitor):
@@ -771,6 +827,25 @@ class _MethodCalls(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.names:
             self.found.append(node)
+
+
+class _ArgumentCallsOutside:
+    """The `add_argument(...)` calls outside the blocks `skipped` (ids). A plain class: the fast walk calls every
+    visit method a CSTVisitor defines, one for each node kind."""
+
+    def __init__(self, skipped: set[int]) -> None:
+        self.skipped = skipped
+        self.found: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
+            self.found.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return id(node) not in self.skipped
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        return id(node) not in self.skipped
 
 
 def dotted_name(node: cst.BaseExpression) -> str:

@@ -16,9 +16,8 @@ from reslint.file_gate import MAX_SOURCE_BYTES, cached_as_read, read_project_fil
 from reslint.placement import added_back
 from reslint.static import torch_api
 from reslint.static.graph import Node, reaches
-from reslint.static.index import ClassInfo, FileIndex
+from reslint.static.index import BodyNodes, ClassInfo, FileIndex
 from reslint.static.norms import is_normalised
-from reslint.static.walk import walk
 
 KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
 LOADERS = ("from_config", "_from_config", "from_pretrained")
@@ -156,29 +155,18 @@ def branch_alternatives(index: FileIndex, info: ClassInfo, call_name: str, built
     attribute = call_name.removeprefix("self.")
     if init is None or attribute == call_name:
         return ()
-    assignments = _AttributeAssignments(index, attribute, built)
-    walk(init.body, assignments)
-    return tuple(assignments.found)
-
-
-class _AttributeAssignments:
-    """`self.<attribute> = Cls(...)` in a constructor, Cls an imported class other than `built` (module level, not
-    per call: a class defined per call is a cycle that keeps the file's tree for the collector)."""
-
-    def __init__(self, index: FileIndex, attribute: str, built: str) -> None:
-        self.index, self.attribute, self.built = index, attribute, built
-        self.found: dict[str, None] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
+    found: dict[str, None] = {}
+    for node in index.body_nodes(info).init_assignments:
         value = node.value
-        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
-            return
-        dotted = self.index.aliases.get(value.func.value)
-        if dotted and dotted != self.built and any(
-                isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name)
-                and target.target.value.value == "self" and target.target.attr.value == self.attribute
+        if not (type(value) is cst.Call and type(value.func) is cst.Name):
+            continue
+        dotted = index.aliases.get(value.func.value)
+        if dotted and dotted != built and any(
+                type(target.target) is cst.Attribute and type(target.target.value) is cst.Name
+                and target.target.value.value == "self" and target.target.attr.value == attribute
                 for target in node.targets):
-            self.found.setdefault(dotted)
+            found.setdefault(dotted)
+    return tuple(found)
 
 
 def inherited_forward(index: FileIndex, info: ClassInfo, source_path: str) -> tuple[str, cst.FunctionDef] | None:
@@ -262,40 +250,30 @@ def _loaded_config(value: cst.BaseExpression) -> str:
     return ""
 
 
-class _References(cst.CSTVisitor):
+class _References:
     """What one class body names of `names`, the `self.X(...)` it calls, the sub-configs it loads, and the
-    attributes it reaches through a submodule (`reached_into`)."""
+    attributes it reaches through a submodule (`nested`), read off the body's nodes (`FileIndex.body_nodes`)."""
 
-    def __init__(self, names: set[str]):
-        self.wanted = names
-        self.names: set[str] = set()
+    def __init__(self, nodes: BodyNodes, names: set[str]):
+        self.names: set[str] = {node.value for node in nodes.names if node.value in names}
         self.loaded_configs: set[str] = set()
         self.called: set[str] = set()  # `self.X(...)`
-        self.nested: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.wanted:
-            self.names.add(node.value)
-
-    # Exact type checks: run on every call and attribute of every class body, and libcst's node classes (never
-    # subclassed) are ABCs, whose isinstance misses cost a Python-level call.
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if type(func) is not cst.Attribute:
-            return
-        if type(func.value) is cst.Name and func.value.value == "self":
-            self.called.add(func.attr.value)
-        if func.attr.value in LOADERS:
-            for arg in node.args:
-                value = arg.value
-                if type(value) is cst.Attribute and value.attr.value.endswith("_config"):
-                    self.loaded_configs.add(_camel(value.attr.value))
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        inner = node.value
-        if type(inner) is cst.Attribute and (type(inner.value) is cst.Attribute or (
-                type(inner.value) is cst.Name and inner.value.value == "self")):
-            self.nested.add(node.attr.value)
+        # Exact type checks: run on every call and attribute of every class body, and libcst's node classes (never
+        # subclassed) are ABCs, whose isinstance misses cost a Python-level call.
+        for node in nodes.calls:
+            func = node.func
+            if type(func) is not cst.Attribute:
+                continue
+            if type(func.value) is cst.Name and func.value.value == "self":
+                self.called.add(func.attr.value)
+            if func.attr.value in LOADERS:
+                for arg in node.args:
+                    value = arg.value
+                    if type(value) is cst.Attribute and value.attr.value.endswith("_config"):
+                        self.loaded_configs.add(_camel(value.attr.value))
+        self.nested: set[str] = {node.attr.value for node in nodes.attributes if type(inner := node.value) is cst.Attribute
+                                 and (type(inner.value) is cst.Attribute
+                                      or type(inner.value) is cst.Name and inner.value.value == "self")}
 
 
 @dataclass
@@ -315,14 +293,14 @@ def forget_references() -> None:
 
 
 def class_references(index: FileIndex) -> ClassReferences:
-    """One walk of each class body of the file, for `consumed_classes`, `loaded_classes` and `reached_into`
-    (three walks of every body, and the loaded sub-configs twice, before)."""
+    """What each class body of the file names, calls and reaches into, for `consumed_classes`, `loaded_classes`
+    and `reached_into`, from the nodes the index gathers of it once."""
     if _references_of and _references_of[0][0] is index:
         return _references_of[0][1]
     of_class, loaded_configs, nested = {}, set(), set()
+    names = set(index.classes)
     for info in index.classes.values():
-        visitor = of_class[info.name] = _References(set(index.classes))
-        walk(info.node.body, visitor)
+        visitor = of_class[info.name] = _References(index.body_nodes(info), names)
         loaded_configs |= visitor.loaded_configs
         nested |= visitor.nested
     references = ClassReferences(of_class, loaded_configs, nested)
