@@ -174,6 +174,20 @@ def parse_with_ast(path: str, text: str):
     return module, None if isinstance(checked, SyntaxError) or isinstance(module, Finding) else checked
 
 
+# Texts whose libcst module is made already: a fix's re-check (reslint.fixes.apply.attempt), see lent_module.
+_lent_modules: dict[str, object] = {}
+
+
+@contextlib.contextmanager
+def lent_module(text: str, module) -> Iterator[None]:
+    """While the block runs, an analysis of `text` uses `module` (libcst's module of that very text) unparsed."""
+    _lent_modules[text] = module
+    try:
+        yield
+    finally:
+        _lent_modules.pop(text, None)
+
+
 def libcst_module(path: str, text: str, checked):
     """parse_source given CPython's answer (an AST or a SyntaxError)."""
     import libcst
@@ -192,7 +206,8 @@ def libcst_module(path: str, text: str, checked):
         return limit_finding(f"not analysed by the static engine: {len(text)} characters, over its limit of "
                              f"{MAX_LIBCST_CHARACTERS} (the syntax was checked)", path)
     try:
-        return libcst.parse_module(text)
+        lent = _lent_modules.get(text)
+        return lent if lent is not None else libcst.parse_module(text)
     except (libcst.ParserSyntaxError, RecursionError) as error:
         if isinstance(checked, SyntaxError):
             return syntax_finding(path, checked)
