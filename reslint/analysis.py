@@ -63,11 +63,12 @@ def analyse_source(source: SourceFile, settings: Settings,
 
 
 def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | None = None,
-                 links: bool = True) -> FileResult:
+                 links: bool = True, training: bool = True) -> FileResult:
     """Analyze one file: statically, then (unless `settings.static`) with the trace engine.
 
     `path` is the display path used in findings; `source_path` the file to import (default: `path`);
-    `links`: also what the file offers other files (a fix's re-check reads only the findings).
+    `links`: also what the file offers other files (a fix's re-check reads only the findings); `training`: with
+    its training code (the project stage reads only the model links of a file it reaches through a model's classes).
     """
     result = FileResult(path=path)
     try:
@@ -81,7 +82,7 @@ def analyze_file(path: str, data: bytes, settings: Settings, source_path: str | 
         result.links = FileLinks(imports=class_reexports(text, skipped))
         return result
     with collector_paused():
-        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path, links)
+        parsed, has_models = on_deep_stack(static_analysis, result, path, text, settings, source_path, links, training)
     if parsed and not settings.static and source_path is None and links:
         from reslint.fixes.handed_back import remember_static
 
@@ -119,7 +120,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def static_analysis(result: FileResult, path: str, text: str, settings: Settings,
-                    source_path: str | None = None, links: bool = True) -> tuple[bool, bool]:
+                    source_path: str | None = None, links: bool = True, training: bool = True) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes)."""
     module, tree = parse_with_ast(path, text)
@@ -144,7 +145,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
             result.module = module
         result.models.extend(facts.model_summaries())
         if links:
-            result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree)
+            result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree, training)
     forget_references()
     return True, bool(facts.models)
 
@@ -173,6 +174,20 @@ def parse_with_ast(path: str, text: str):
     return module, None if isinstance(checked, SyntaxError) or isinstance(module, Finding) else checked
 
 
+# Texts whose libcst module is made already: a fix's re-check (reslint.fixes.apply.attempt), see lent_module.
+_lent_modules: dict[str, object] = {}
+
+
+@contextlib.contextmanager
+def lent_module(text: str, module) -> Iterator[None]:
+    """While the block runs, an analysis of `text` uses `module` (libcst's module of that very text) unparsed."""
+    _lent_modules[text] = module
+    try:
+        yield
+    finally:
+        _lent_modules.pop(text, None)
+
+
 def libcst_module(path: str, text: str, checked):
     """parse_source given CPython's answer (an AST or a SyntaxError)."""
     import libcst
@@ -191,7 +206,8 @@ def libcst_module(path: str, text: str, checked):
         return limit_finding(f"not analysed by the static engine: {len(text)} characters, over its limit of "
                              f"{MAX_LIBCST_CHARACTERS} (the syntax was checked)", path)
     try:
-        return libcst.parse_module(text)
+        lent = _lent_modules.get(text)
+        return lent if lent is not None else libcst.parse_module(text)
     except (libcst.ParserSyntaxError, RecursionError) as error:
         if isinstance(checked, SyntaxError):
             return syntax_finding(path, checked)
@@ -358,12 +374,12 @@ def skippable(path: str, text: str, settings: Settings, source_path: str | None)
 
 
 def file_links(facts, text: str, path: str | None = None, root: str | None = None,
-               reads: list[str] | None = None, tree=None) -> FileLinks:
-    """What the file offers to and asks of other files: Post-LN classes, class uses, training code.
-    Training configs read for it are appended to `reads`; `tree`: CPython's AST of `text`, if parsed."""
+               reads: list[str] | None = None, tree=None, training: bool = True) -> FileLinks:
+    """What the file offers to and asks of other files: Post-LN classes, class uses, training code (unless not
+    `training`). Training configs read for it are appended to `reads`; `tree`: CPython's AST of `text`, if parsed."""
     from reslint.static.training import extract_training, factory_returns
 
-    model_refs, optimizers, schedules = extract_training(text, path, root, reads, tree)
+    model_refs, optimizers, schedules = extract_training(text, path, root, reads, tree) if training else ([], [], [])
     class_uses = {**{name: list(uses) for name, uses in factory_returns(text, tree).items()},
                   **{cls: [use for use in uses if use not in built_pre_ln(facts, cls)]
                      for cls, uses in facts.class_uses.items()}}

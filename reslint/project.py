@@ -62,6 +62,10 @@ class Project:
     paths: dict[str, str] = field(default_factory=dict)  # display path -> absolute path
     displays: dict[str, str] = field(default_factory=dict)  # absolute path -> display path (the inverse)
     resolved: dict[tuple[str, str], ClassKey | None] = field(default_factory=dict)  # (importer, dotted) -> resolve's
+    # Files reached only through a model's classes (`step`), analysed without their training code: no optimizer of
+    # theirs is linked (training_links looks at the run's files and the training scripts, all linked before).
+    untrained: set[str] = field(default_factory=set)
+    steps: dict[ClassKey, list[ClassKey]] = field(default_factory=dict)  # class -> step's answer
 
     # ----- files ---------------------------------------------------------------------------------
 
@@ -69,10 +73,12 @@ class Project:
         self.files[display] = links
         self.register(os.path.abspath(path), display)
 
-    def links_of(self, display: str) -> FileLinks:
+    def links_of(self, display: str, training: bool = True) -> FileLinks:
+        """The file's links; `training=False`: its model links suffice (its training code may be left unread)."""
         links = self.files.get(display)
-        if links is None:
-            links = self.files[display] = analyse_links(self.paths[display], display, self.settings)
+        if links is None or training and display in self.untrained:
+            links = self.files[display] = analyse_links(self.paths[display], display, self.settings, training)
+            (self.untrained.discard if training else self.untrained.add)(display)
         return links
 
     def known(self, path: Path) -> str:
@@ -115,8 +121,13 @@ class Project:
 
     def step(self, key: ClassKey) -> list[ClassKey]:
         """The classes one class leads to: where an imported name comes from, what a class builds."""
+        if key not in self.steps:  # every model's closure walks the shared classes again (a backbone, its bases)
+            self.steps[key] = self._step(key)
+        return self.steps[key]
+
+    def _step(self, key: ClassKey) -> list[ClassKey]:
         display, name = key
-        links = self.links_of(display)
+        links = self.links_of(display, training=False)
         if name in links.imports and links.imports[name] != name:
             target = self.resolve(display, links.imports[name])
             return [target] if target else []
@@ -141,13 +152,13 @@ class Project:
     def post_ln_blocks(self, keys) -> list[PostLNPlace]:
         places = []
         for display, name in keys:
-            for block in self.links_of(display).post_ln_blocks:
+            for block in self.links_of(display, training=False).post_ln_blocks:
                 if block.cls == name:
                     places.append(PostLNPlace(display, block))
         return places
 
     def defines(self, key: ClassKey) -> bool:
-        links = self.links_of(key[0])
+        links = self.links_of(key[0], training=False)
         return key[1] in links.class_uses or key[1] in links.imports or any(
             block.cls == key[1] for block in links.post_ln_blocks)
 
@@ -298,17 +309,39 @@ def attached(schedule: Schedule, site: OptimizerSite, sites: list[OptimizerSite]
 DEEPSPEED_KEYS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "scheduler"}
 
 
-def analyse_links(path: str, display: str, settings: Settings) -> FileLinks:
-    """Statically analyse a project file that is not part of the run, for its links only."""
+def analyse_links(path: str, display: str, settings: Settings, training: bool = True) -> FileLinks:
+    """Statically analyse a project file that is not part of the run, for its links only (`training=False`:
+    without its training code, which also reads the project files its factories come from)."""
     from reslint.analysis import analyse_source
 
     static = dataclasses.replace(settings, static=True)
     source = SourceFile(path=path, display=display, relative=root_relative(path, settings.root))
     try:
-        result, _ = analyse_source(source, static)
+        result = analyse_source(source, static)[0] if training else model_links_result(source, static)
     except Exception:  # noqa: BLE001 - an unreadable neighbour only means fewer links
         return FileLinks()
     return result.links
+
+
+def model_links_result(source: SourceFile, settings: Settings):
+    """analyse_source's result without the file's training code. Its cache entries have a section of their own:
+    a check of the file itself must not load a result that lacks its optimizers."""
+    from reslint.analysis import analyze_file
+    from reslint.cache import FileCache
+    from reslint.file_gate import MAX_SOURCE_BYTES
+    from reslint.findings import FileResult
+
+    try:
+        data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
+    except OSError:
+        return FileResult(source.display)
+    cache = FileCache(settings.root, settings, section="model-links") if settings.cache else None
+    result = cache.load(source.display, data, source.path) if cache else None
+    if result is None:
+        result = analyze_file(source.display, data, settings, training=False)
+        if cache and result.cacheable:
+            cache.store(source.display, data, source.path, result)
+    return result
 
 
 def training_scripts(settings: Settings, known: set[str]) -> list[str]:

@@ -12,6 +12,7 @@ engine now judges differently, keeps its file unfixed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -202,8 +203,9 @@ def fix_file(display: str, text: str, settings: Settings, unsafe: bool, linked: 
             if gone[key(finding)] > 0:
                 gone[key(finding)] -= 1
                 result.fixed.append(finding)
+        module = parsed.source.fixed_module(new) if parsed.source is not None else None
         current, findings = new, after
-        parsed = Parsed(current)
+        parsed = Parsed(current, module)
         result.after = current
 
 
@@ -234,7 +236,11 @@ def attempt(display: str, text: str, finding: Finding, base: list[Finding], sett
     parsed = parsed if parsed is not None and parsed.text == text else Parsed(text)
     asked = (display, new, linked)
     if asked not in parsed.rechecked:  # two findings' fixes may give one text (RL101's and RL104's)
-        parsed.rechecked[asked] = recheck(display, new, settings, linked)
+        from reslint.analysis import lent_module
+
+        module = parsed.source.fixed_module(new) if parsed.source is not None and not linked else None
+        with lent_module(new, module) if module is not None else contextlib.nullcontext():
+            parsed.rechecked[asked] = recheck(display, new, settings, linked)
     after = parsed.rechecked[asked]
     before_keys, after_keys = Counter(map(key, base)), Counter(map(key, after))
     if after_keys[key(finding)] >= before_keys[key(finding)] or after_keys - before_keys:

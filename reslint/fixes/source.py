@@ -29,6 +29,8 @@ class Source:
         self._of_kind: dict[type, list[cst.CSTNode]] = {}
         self._statements: Statements | None | bool = False  # False: not made yet
         self.statement_parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}  # see ScopedParents
+        # fixed text -> the top-level statements replaced in it and their new code, in order (see fixed_module)
+        self.splices: dict[str, tuple[tuple[cst.CSTNode, str], ...]] = {}
 
     @cached_property
     def positions(self) -> CodeRanges:
@@ -152,12 +154,37 @@ class Source:
         spans = {old: self._code_span(old) for old in replacements}
         if any(span is None for span in spans.values()):
             return None
-        pieces, at = [], 0
+        pieces, at, splices = [], 0, []
         for old in sorted(replacements, key=lambda node: spans[node][0]):
             start, end = spans[old]
-            pieces += [self.text[at:start], self.module.code_for_node(replacements[old])]
+            splices.append((old, self.module.code_for_node(replacements[old])))
+            pieces += [self.text[at:start], splices[-1][1]]
             at = end
-        return "".join(pieces) + self.text[at:]
+        fixed = "".join(pieces) + self.text[at:]
+        self.splices[fixed] = tuple(splices)
+        return fixed
+
+    def fixed_module(self, fixed: str) -> cst.Module | None:
+        """libcst's module of a text `replaced_statements` made, without parsing all of it: the statements it
+        replaced are parsed from their new code, the others are this module's own (libcst trees are immutable).
+        None when it did not make `fixed`, or a new statement's code does not parse as it would in the module."""
+        splices = self.splices.get(fixed)
+        if splices is None:
+            return None
+        replaced: dict[int, list[cst.BaseStatement]] = {}
+        for old, code in splices:
+            try:
+                part = cst.parse_module(code, config=self.module.config_for_parsing)
+            except (cst.ParserSyntaxError, RecursionError):
+                return None
+            if not part.body or part.footer or part.header and old is self.module.body[0]:
+                return None  # a comment after it, or above the first statement (the module's header): parse it all
+            statements = list(part.body)
+            # the blank and comment lines above a statement are its own in the whole module, the part's header here
+            statements[0] = statements[0].with_changes(leading_lines=[*part.header, *statements[0].leading_lines])
+            replaced[id(old)] = statements
+        body = [new for statement in self.module.body for new in replaced.get(id(statement), (statement,))]
+        return self.module.with_changes(body=body)
 
     def _code_span(self, statement: cst.CSTNode) -> tuple[int, int] | None:
         """Where a top-level statement's code lies in the text; None: the text is not the module's code."""
