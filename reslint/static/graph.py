@@ -94,6 +94,10 @@ class Graph:
         self.default_call_differs = False
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
+        return self.add_node(op, inputs, place, frames, condition, info)
+
+    def add_node(self, op: str, inputs, place, frames, condition, info: dict) -> Node:
+        """`add` with the node's info given as a dict, which the node takes as it is."""
         node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info, [])
         for parent in node.inputs:
             parent.users.append(node)
@@ -156,7 +160,8 @@ def is_scaling(node: Node) -> bool:
 def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 20000) -> bool:
     """Whether `source` is an ancestor of `target` (through a parametrised op when asked)."""
     stack = [(target, False)]
-    seen = set()
+    # The nodes visited before or after crossing a parametrised op, apart: a node is searched once each way.
+    seen_before, seen_after = set(), set()
     steps = 0
     while stack:
         node, crossed = stack.pop()
@@ -167,11 +172,11 @@ def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 2
             if crossed or not through_parameters:
                 return True
             continue
-        key = (id(node), crossed)
-        if key in seen:
+        seen = seen_after if crossed else seen_before
+        if node in seen:
             continue
-        seen.add(key)
-        crossed_here = crossed or node.parametrised
+        seen.add(node)
+        crossed_here = crossed or node.op in PARAMETRISED_OPS
         for parent in node.inputs:
             stack.append((parent, crossed_here))
     return False

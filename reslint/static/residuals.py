@@ -193,6 +193,13 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
     # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of its
     # own (a dropout ends a branch), then the one through fewer projections, then the first.
     found = []
+    ancestors_of: dict[int, set[int]] = {}  # a term's position -> its ancestors, found once
+
+    def term_ancestors(j: int) -> set[int]:
+        if j not in ancestors_of:
+            ancestors_of[j] = ancestors(terms[j])
+        return ancestors_of[j]
+
     for skip_index, (skip_root, walked) in enumerate(stripped):
         steps = _skip_path(skip_root)
         for depth in range(1, len(steps)):
@@ -200,7 +207,7 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
                 continue
             source = steps[depth]
             branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
-                        and not any(id(step) in ancestors(term) for step in steps[:depth])]
+                        and not any(id(step) in term_ancestors(j) for step in steps[:depth])]
             if branches:
                 found.append(((any(step.op == "dropout" for step in walked),
                                sum(map(_is_projection, steps[:depth])), skip_index),
