@@ -729,3 +729,52 @@ def test_a_call_with_other_constants_or_other_tensors_is_evaluated_not_replayed(
     assert shared == alone
     facts = engine.extract_facts(str(path), module, text=ONE_BLOCK_TWO_WAYS)
     assert sorted((add.span.line, add.placement) for add in facts.residuals) == [(15, "pre"), (16, "post")]
+
+
+TWO_BLOCKS_ONE_ATTRIBUTE = '''import torch.nn as nn
+
+
+class PreBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+        self.mode = None
+
+    def forward(self, x):
+        if self.mode is None:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+
+
+class PostBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+        self.mode = 1
+
+    def forward(self, x):
+        if self.mode is None:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+'''
+
+
+def test_an_attribute_folded_once_per_file_is_each_classs_own(monkeypatch) -> None:
+    # `self.mode` folds to None in one class and to 1 in the other: each class's branch is its own (the fold is
+    # remembered per class and attribute), as when it is folded at every read.
+    import libcst as cst
+
+    module = cst.parse_module(TWO_BLOCKS_ONE_ATTRIBUTE)
+
+    def placements():
+        facts = engine.extract_facts("two_blocks.py", module, text=TWO_BLOCKS_ONE_ATTRIBUTE)
+        return sorted((add.span.line, add.block, add.placement) for add in facts.residuals)
+
+    remembered = placements()
+    assert remembered == [(13, "PreBlock", "pre"), (27, "PostBlock", "post")]
+    monkeypatch.setattr(dataflow.Evaluator, "fold_self_attr_value",
+                        lambda self, self_value, attr: None if (folded := self._folded_self_attr(
+                            self_value.cls, attr)) is dataflow._UNFOLDED else dataflow.Const(folded))
+    assert placements() == remembered

@@ -54,6 +54,7 @@ class FileBudget:
 
 
 _ABSENT = object()  # a name a branch's environment does not hold
+_UNFOLDED = object()  # an attribute that holds no number, bool or None the index can fold
 
 
 @dataclass(eq=False)
@@ -81,6 +82,8 @@ class PlainEvaluations:
         self.rooted: set[str] = set()  # classes evaluated as roots
         self.inlined: dict[tuple, object] = {}  # a submodule's inlined call -> its record (shared_inlines)
         self.held: dict[Node, dict] = {}  # a recorded node -> its info when its innermost recorded call ended
+        self.attr_folds: dict[tuple, object] = {}  # (class, attribute) -> what `self.attr` folds to (see
+        #                                             `Evaluator.fold_self_attr_value`)
         # The classes other classes build (None: any): only they may be classified after their root evaluation,
         # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
         self.built = built
@@ -1044,15 +1047,26 @@ class Evaluator:
         return ModRef(resolved, f"self.{spec.attr}")
 
     def fold_self_attr_value(self, self_value: SelfRef, attr: str):
-        expr = self.index.attr_value(self_value.cls, attr)
+        memo = self.plain_evaluations
+        if memo is None:
+            folded = self._folded_self_attr(self_value.cls, attr)
+        else:
+            # What the class's `self.attr` folds to reads the file's index only: found once per file.
+            key = (self_value.cls, attr)
+            folded = memo.attr_folds.get(key, _ABSENT)
+            if folded is _ABSENT:
+                folded = memo.attr_folds[key] = self._folded_self_attr(self_value.cls, attr)
+        return None if folded is _UNFOLDED else Const(folded)  # a Const of its own at each read, as before
+
+    def _folded_self_attr(self, info: ClassInfo, attr: str):
+        """The number, bool or None `self.attr` of `info` holds, else _UNFOLDED."""
+        expr = self.index.attr_value(info, attr)
         if expr is None:
-            return None
-        value = self.index.fold(self_value.cls, expr)
+            return _UNFOLDED
+        value = self.index.fold(info, expr)
         if value is UNKNOWN or isinstance(value, bool) is False and not isinstance(value, (int, float)):
-            if value is None:
-                return Const(None)
-            return None
-        return Const(value)
+            return None if value is None else _UNFOLDED
+        return value
 
     def eval_BinaryOperation(self, expr: cst.BinaryOperation, scope):
         operator = {cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
