@@ -778,3 +778,24 @@ def test_an_attribute_folded_once_per_file_is_each_classs_own(monkeypatch) -> No
                         lambda self, self_value, attr: None if (folded := self._folded_self_attr(
                             self_value.cls, attr)) is dataflow._UNFOLDED else dataflow.Const(folded))
     assert placements() == remembered
+
+
+def test_reaches_answers_as_the_whole_search_within_its_step_limit() -> None:
+    # `reaches` first follows only the nodes made after the source: its answers, and where the whole search runs out
+    # of steps first (an older subtree searched before the path), the whole search's answer.
+    from reslint.static.graph import Graph, reaches
+
+    graph = Graph()
+    old = [graph.add("input", (), (1, 0), name="old0")]
+    for position in range(1, 6):
+        old.append(graph.add("pass", (old[-1],), (1 + position, 0)))
+    source = graph.add("input", (), (10, 0), name="x")
+    projected = graph.add("module", (source,), (11, 0), name="linear")
+    target = graph.add("add", (projected, old[-1]), (12, 0))  # the old chain is searched first (last pushed)
+    assert reaches(target, source, True) and reaches(target, source, False)
+    assert reaches(projected, source, True) and not reaches(source, projected, False)
+    assert not reaches(target, graph.add("input", (), (13, 0)), False)  # made after the target
+    assert not reaches(old[-1], source, False)
+    # Within 6 steps the whole search is still in the old chain: no, as before.
+    assert not reaches(target, source, True, limit=6)
+    assert reaches(target, source, True, limit=9)
