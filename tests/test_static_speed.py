@@ -728,3 +728,73 @@ def test_a_call_with_other_constants_or_other_tensors_is_evaluated_not_replayed(
     assert shared == alone
     facts = engine.extract_facts(str(path), module, text=ONE_BLOCK_TWO_WAYS)
     assert sorted((add.span.line, add.placement) for add in facts.residuals) == [(15, "pre"), (16, "post")]
+
+
+TWO_BLOCKS_ONE_ATTRIBUTE = '''import torch.nn as nn
+
+
+class PreBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+        self.mode = None
+
+    def forward(self, x):
+        if self.mode is None:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+
+
+class PostBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.ff = nn.Linear(dim, dim)
+        self.mode = 1
+
+    def forward(self, x):
+        if self.mode is None:
+            return x + self.ff(self.norm(x))
+        return self.norm(x + self.ff(x))
+'''
+
+
+def test_an_attribute_folded_once_per_file_is_each_classs_own(monkeypatch) -> None:
+    # `self.mode` folds to None in one class and to 1 in the other: each class's branch is its own (the fold is
+    # remembered per class and attribute), as when it is folded at every read.
+    import libcst as cst
+
+    module = cst.parse_module(TWO_BLOCKS_ONE_ATTRIBUTE)
+
+    def placements():
+        facts = engine.extract_facts("two_blocks.py", module, text=TWO_BLOCKS_ONE_ATTRIBUTE)
+        return sorted((add.span.line, add.block, add.placement) for add in facts.residuals)
+
+    remembered = placements()
+    assert remembered == [(13, "PreBlock", "pre"), (27, "PostBlock", "post")]
+    monkeypatch.setattr(dataflow.Evaluator, "fold_self_attr_value",
+                        lambda self, self_value, attr: None if (folded := self._folded_self_attr(
+                            self_value.cls, attr)) is dataflow._UNFOLDED else dataflow.Const(folded))
+    assert placements() == remembered
+
+
+def test_reaches_answers_as_the_whole_search_within_its_step_limit() -> None:
+    # `reaches` first follows only the nodes made after the source: its answers, and where the whole search runs out
+    # of steps first (an older subtree searched before the path), the whole search's answer.
+    from reslint.static.graph import Graph, reaches
+
+    graph = Graph()
+    old = [graph.add("input", (), (1, 0), name="old0")]
+    for position in range(1, 6):
+        old.append(graph.add("pass", (old[-1],), (1 + position, 0)))
+    source = graph.add("input", (), (10, 0), name="x")
+    projected = graph.add("module", (source,), (11, 0), name="linear")
+    target = graph.add("add", (projected, old[-1]), (12, 0))  # the old chain is searched first (last pushed)
+    assert reaches(target, source, True) and reaches(target, source, False)
+    assert reaches(projected, source, True) and not reaches(source, projected, False)
+    assert not reaches(target, graph.add("input", (), (13, 0)), False)  # made after the target
+    assert not reaches(old[-1], source, False)
+    # Within 6 steps the whole search is still in the old chain: no, as before.
+    assert not reaches(target, source, True, limit=6)
+    assert reaches(target, source, True, limit=9)

@@ -54,6 +54,7 @@ class FileBudget:
 
 
 _ABSENT = object()  # a name a branch's environment does not hold
+_UNFOLDED = object()  # an attribute that holds no number, bool or None the index can fold
 
 
 @dataclass(eq=False)
@@ -81,6 +82,8 @@ class PlainEvaluations:
         self.rooted: set[str] = set()  # classes evaluated as roots
         self.inlined: dict[tuple, object] = {}  # a submodule's inlined call -> its record (shared_inlines)
         self.held: dict[Node, dict] = {}  # a recorded node -> its info when its innermost recorded call ended
+        self.attr_folds: dict[tuple, object] = {}  # (class, attribute) -> what `self.attr` folds to (see
+        #                                             `Evaluator.fold_self_attr_value`)
         # The classes other classes build (None: any): only they may be classified after their root evaluation,
         # the graph of another (an outermost model's, the largest) is not held for a reader that never comes.
         self.built = built
@@ -221,9 +224,10 @@ class Evaluator:
                 self.mark(node, "read_unseen")
 
     def _nodes_of(self, value) -> list[Node]:
-        if isinstance(value, Node):
+        kind = type(value)
+        if kind is Node:
             return [value]
-        if isinstance(value, TupleValue):
+        if kind in _SEQUENCE_VALUES:
             found = []
             for item in value.items:
                 found.extend(self._nodes_of(item))
@@ -253,7 +257,7 @@ class Evaluator:
     def new(self, op: str, inputs, where: cst.CSTNode, scope: Scope, **info) -> Node:
         if self.loops or self.recordings:  # recorded: an empty tuple tells a replay inside a loop to add it
             info.setdefault("loops", self.loops)
-        return self.graph.add(op, inputs, self.place(where), scope.frames, scope.condition, **info)
+        return self.graph.add_node(op, inputs, self.place(where), scope.frames, scope.condition, info)
 
     # ----- functions and statements --------------------------------------------------
 
@@ -345,20 +349,25 @@ class Evaluator:
         return UNKNOWN_VALUE
 
     def _run_statement(self, statement, scope: Scope) -> bool:
-        self.spend(statement)
-        if type(statement) is cst.SimpleStatementLine:
+        budget = self.budget  # `spend`, inline: this runs for every statement
+        budget.steps += 1
+        if budget.steps > MAX_STEPS_PER_FILE:
+            budget.hit("work per file", *self.position(statement))
+            raise BudgetExceeded
+        kind = type(statement)
+        if kind is cst.SimpleStatementLine:
             for small in statement.body:
                 if not self._run_small(small, scope):
                     return False
             return True
-        if type(statement) in (cst.Return, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Raise):
+        if kind in _SMALL_STATEMENTS:
             return self._run_small(statement, scope)
-        if type(statement) is cst.If:
+        if kind is cst.If:
             return self._run_if(statement, scope)
-        if type(statement) is cst.For:
+        if kind is cst.For:
             self._run_for(statement, scope)
             return True
-        if type(statement) is cst.While:
+        if kind is cst.While:
             self.loops += (id(statement),)
             try:
                 self._run_block(statement.body, scope)
@@ -612,8 +621,12 @@ class Evaluator:
         first, others = envs[0], envs[1:]
         for name in set().union(*envs):
             value = first.get(name, _ABSENT)
-            if value is not _ABSENT and all(env.get(name, _ABSENT) is value for env in others):
-                continue  # the same value in every branch (most names): merged as it is
+            if value is not _ABSENT:
+                for env in others:
+                    if env.get(name, _ABSENT) is not value:
+                        break
+                else:
+                    continue  # the same value in every branch (most names): merged as it is
             values = [env.get(name) for env in envs if name in env]
             if len(values) != len(envs):
                 merged[name] = next(v for v in values if v is not None)
@@ -776,8 +789,19 @@ class Evaluator:
                 self._read_unseen(expr, scope)
             return UNKNOWN_VALUE
         value = handler(self, expr, scope)
-        # only numbers, strings and collections can outgrow their budget (see `bounded`)
-        return self.bounded(value, expr) if isinstance(value, (Const, TupleValue)) else value
+        # Only numbers, strings and collections can outgrow their budget: `bounded` is called for those over it,
+        # its tests inlined (this runs for every expression).
+        kind = type(value)
+        if kind is Const:
+            number = value.value
+            if isinstance(number, int):
+                if number.bit_length() > MAX_INTEGER_BITS:
+                    return self.bounded(value, expr)
+            elif isinstance(number, str) and len(number) > MAX_STRING_LENGTH:
+                return self.bounded(value, expr)
+        elif kind in _SEQUENCE_VALUES and len(value.items) > MAX_SEQUENCE_LENGTH:
+            return self.bounded(value, expr)
+        return value
 
     def eval_Name(self, expr: cst.Name, scope: Scope):
         name = expr.value
@@ -1023,15 +1047,26 @@ class Evaluator:
         return ModRef(resolved, f"self.{spec.attr}")
 
     def fold_self_attr_value(self, self_value: SelfRef, attr: str):
-        expr = self.index.attr_value(self_value.cls, attr)
+        memo = self.plain_evaluations
+        if memo is None:
+            folded = self._folded_self_attr(self_value.cls, attr)
+        else:
+            # What the class's `self.attr` folds to reads the file's index only: found once per file.
+            key = (self_value.cls, attr)
+            folded = memo.attr_folds.get(key, _ABSENT)
+            if folded is _ABSENT:
+                folded = memo.attr_folds[key] = self._folded_self_attr(self_value.cls, attr)
+        return None if folded is _UNFOLDED else Const(folded)  # a Const of its own at each read, as before
+
+    def _folded_self_attr(self, info: ClassInfo, attr: str):
+        """The number, bool or None `self.attr` of `info` holds, else _UNFOLDED."""
+        expr = self.index.attr_value(info, attr)
         if expr is None:
-            return None
-        value = self.index.fold(self_value.cls, expr)
+            return _UNFOLDED
+        value = self.index.fold(info, expr)
         if value is UNKNOWN or isinstance(value, bool) is False and not isinstance(value, (int, float)):
-            if value is None:
-                return Const(None)
-            return None
-        return Const(value)
+            return None if value is None else _UNFOLDED
+        return value
 
     def eval_BinaryOperation(self, expr: cst.BinaryOperation, scope):
         operator = {cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
@@ -1117,7 +1152,7 @@ class Evaluator:
     def call(self, callee, args: list, kwargs: dict, where: cst.Call, scope: Scope):
         called = callee.spec.name if isinstance(callee, ModRef) and callee.spec.kind != "container" else (
             callee.func.name.value if isinstance(callee, Function) else getattr(callee, "name", None))
-        if isinstance(called, str) and torch_api.is_stochastic_depth(called):
+        if isinstance(called, str) and _is_stochastic_depth(called):
             data = self._data_args(args, kwargs)[:1]
             return self.new("dropout", data, where, scope, name=self.code(where.func)) if data else UNKNOWN_VALUE
         if isinstance(callee, ModRef):
@@ -1149,8 +1184,13 @@ class Evaluator:
 
     def _data_args(self, args, kwargs) -> list[Node]:
         nodes = []
-        for value in list(args) + list(kwargs.values()):
-            nodes.extend(self._nodes_of(value))
+        for values in (args, kwargs.values()):
+            for value in values:
+                kind = type(value)
+                if kind is Node:
+                    nodes.append(value)
+                elif kind in _SEQUENCE_VALUES:
+                    nodes.extend(self._nodes_of(value))
         return list(dict.fromkeys(nodes))
 
     def call_lambda(self, callee: Lambda, args, kwargs, where, scope: Scope):
@@ -1602,6 +1642,18 @@ def _grown(values: list):
     return None
 
 
+_stochastic_depth: dict[str, bool] = {}  # a called name -> whether it is a stochastic depth (asked at every call)
+
+
+def _is_stochastic_depth(name: str) -> bool:
+    found = _stochastic_depth.get(name)
+    if found is None:
+        if len(_stochastic_depth) > 65536:  # names of many files in one process: kept bounded
+            _stochastic_depth.clear()
+        found = _stochastic_depth[name] = torch_api.is_stochastic_depth(name)
+    return found
+
+
 def _rooted_at_self(node: cst.BaseExpression) -> bool:
     while type(node) is cst.Attribute:
         node = node.value
@@ -1635,6 +1687,8 @@ def _activation_lookup(expr) -> bool:
 
 
 COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+_SMALL_STATEMENTS = frozenset((cst.Return, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Raise))
+_SEQUENCE_VALUES = frozenset((TupleValue, SplitValue, RecordValue, DictValue))  # TupleValue and its subclasses
 
 
 def _binds_a_name_to_a_name(block) -> bool:

@@ -7,6 +7,7 @@ node belongs to (like torch.fx's `nn_module_stack`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,11 +23,14 @@ class Frame:
     key: str = ""  # stack key for "stack" frames
 
 
+_serials = itertools.count()
+
+
 class Node:
     """One value of the graph. A plain class with slots (not a dataclass): a file's evaluations build
     tens of thousands of them."""
 
-    __slots__ = ("op", "inputs", "place", "frames", "condition", "info", "users")
+    __slots__ = ("op", "inputs", "place", "frames", "condition", "info", "users", "serial")
 
     def __init__(self, op: str, inputs: tuple[Node, ...],
                  place: tuple[int, int] | Callable[[], tuple[int, int]], frames: tuple[Frame, ...] = (),
@@ -40,6 +44,8 @@ class Node:
         self.condition = condition
         self.info = {} if info is None else info
         self.users = [] if users is None else users
+        # The order nodes are made in: a node's inputs are all made before it (see `reaches`).
+        self.serial = next(_serials)
 
     @property
     def line(self) -> int:
@@ -94,6 +100,10 @@ class Graph:
         self.default_call_differs = False
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
+        return self.add_node(op, inputs, place, frames, condition, info)
+
+    def add_node(self, op: str, inputs, place, frames, condition, info: dict) -> Node:
+        """`add` with the node's info given as a dict, which the node takes as it is."""
         node = Node(op, tuple(inputs), place, tuple(frames), tuple(condition), info, [])
         for parent in node.inputs:
             parent.users.append(node)
@@ -154,9 +164,51 @@ def is_scaling(node: Node) -> bool:
 
 
 def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 20000) -> bool:
-    """Whether `source` is an ancestor of `target` (through a parametrised op when asked)."""
+    """Whether `source` is an ancestor of `target` (through a parametrised op when asked), found within `limit`
+    steps of a depth-first search.
+
+    Every value on a path from `target` up to `source` is computed from `source`, so made after it: the search
+    first follows only nodes made after `source`. Where that finds no path the answer is no (the whole search
+    finds none either, most queries, which would walk all of `target`'s ancestors); where it finds one, the whole
+    search answers, as the step limit counts its steps."""
+    found = _reaches_through_later_nodes(target, source, through_parameters, limit)
+    if found is False:
+        return False
+    return _reaches(target, source, through_parameters, limit)
+
+
+def _reaches_through_later_nodes(target: Node, source: Node, through_parameters: bool, limit: int) -> bool | None:
+    """`reaches` over the nodes made after `source` only; None where it takes over `limit` steps."""
+    oldest = source.serial
+    if target.serial < oldest:
+        return False
     stack = [(target, False)]
-    seen = set()
+    seen_before, seen_after = set(), set()
+    steps = 0
+    while stack:
+        node, crossed = stack.pop()
+        steps += 1
+        if steps > limit:
+            return None
+        if node is source:
+            if crossed or not through_parameters:
+                return True
+            continue
+        seen = seen_after if crossed else seen_before
+        if node in seen:
+            continue
+        seen.add(node)
+        crossed_here = crossed or node.op in PARAMETRISED_OPS
+        for parent in node.inputs:
+            if parent.serial >= oldest:
+                stack.append((parent, crossed_here))
+    return False
+
+
+def _reaches(target: Node, source: Node, through_parameters: bool, limit: int) -> bool:
+    stack = [(target, False)]
+    # The nodes visited before or after crossing a parametrised op, apart: a node is searched once each way.
+    seen_before, seen_after = set(), set()
     steps = 0
     while stack:
         node, crossed = stack.pop()
@@ -167,11 +219,11 @@ def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 2
             if crossed or not through_parameters:
                 return True
             continue
-        key = (id(node), crossed)
-        if key in seen:
+        seen = seen_after if crossed else seen_before
+        if node in seen:
             continue
-        seen.add(key)
-        crossed_here = crossed or node.parametrised
+        seen.add(node)
+        crossed_here = crossed or node.op in PARAMETRISED_OPS
         for parent in node.inputs:
             stack.append((parent, crossed_here))
     return False

@@ -193,6 +193,7 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
     # Both operands may transform one input (`dense(x) + skip(x)`): the skip is the one without a dropout of its
     # own (a dropout ends a branch), then the one through fewer projections, then the first.
     found = []
+    ancestors_of: dict[int, set[int]] = {}  # a term's position -> its ancestors, found once
     for skip_index, (skip_root, walked) in enumerate(stripped):
         steps = _skip_path(skip_root)
         for depth in range(1, len(steps)):
@@ -200,7 +201,7 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
                 continue
             source = steps[depth]
             branches = [j for j, term in enumerate(terms) if j != skip_index and reaches(term, source, True)
-                        and not any(id(step) in ancestors(term) for step in steps[:depth])]
+                        and not any(id(step) in _known_ancestors(ancestors_of, j, term) for step in steps[:depth])]
             if branches:
                 found.append(((any(step.op == "dropout" for step in walked),
                                sum(map(_is_projection, steps[:depth])), skip_index),
@@ -210,6 +211,13 @@ def _classify_add(add: Node, norms_by_source) -> Residual | None:
         _, skip_index, source, walked, branches, projection = min(found, key=lambda candidate: candidate[0])
         return _residual(add, skip_index, source, walked, branches, norms_by_source, projection=projection)
     return None
+
+
+def _known_ancestors(known: dict[int, set[int]], position: int, term: Node) -> set[int]:
+    """`ancestors(term)`, found once per term of an add (`known`: by the term's position)."""
+    if position not in known:
+        known[position] = ancestors(term)
+    return known[position]
 
 
 def _alternatives(node: Node, limit: int = 8) -> list[Node]:

@@ -228,15 +228,20 @@ def _fill(record: Record, made: list, infos: list[dict], leaves: list, returned,
                 or node_loops is not None and node_loops[:len(loops)] != loops:
             raise NotShared
         info = {name: encode(value) for name, value in node_info.items() if name != "loops"}
+        # Whether a replay rebuilds any of the info's values (most hold only names and flags: copied as they are).
+        rebuilt = any(type(value) in _ENCODED for value in info.values())
         nodes.append((node.op, tuple(encode(parent) for parent in node.inputs), node.place,
                       node.frames[len(frames):], node.condition[len(condition):],
-                      None if node_loops is None else node_loops[len(loops):], info))
+                      None if node_loops is None else node_loops[len(loops):], info, rebuilt))
     record.nodes = nodes
     record.leaves = len(leaves)
     record.returned = encode(returned)
     record.events = [(event[0], event[1], [encode(node) for node in event[2]]) if event[0] == "outputs" else
                      (event[0], encode(event[1]), event[2]) if event[0] == "mark" else event
                      for event in recording.events]
+
+
+_ENCODED = (_Made, _Given, _Rebuilt)  # what `_decode` rebuilds; any other value it gives back as it is
 
 
 def _encode(value, positions: dict[int, int], arguments: dict[int, int]):
@@ -315,9 +320,10 @@ def _replay(evaluator, record: Record, given: list, inner, scope):
     first, last = record.if_start, record.if_start + record.ifs
     evaluator.next_if += record.ifs
     made: list[Node] = []
-    for op, inputs, place, own_frames, own_condition, own_loops, info in record.nodes:
-        parents = tuple(_decode(parent, made, given) for parent in inputs)
-        values = {name: _decode(value, made, given) for name, value in info.items()}
+    for op, inputs, place, own_frames, own_condition, own_loops, info, rebuilt in record.nodes:
+        parents = tuple([made[parent.index] if type(parent) is _Made else _decode(parent, made, given)
+                         for parent in inputs])
+        values = {name: _decode(value, made, given) for name, value in info.items()} if rebuilt else dict(info)
         if own_loops is not None:
             values["loops"] = loops + own_loops
         if shift and own_condition:
