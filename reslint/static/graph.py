@@ -171,18 +171,18 @@ def reaches(target: Node, source: Node, through_parameters: bool, limit: int = 2
     first follows only nodes made after `source`. Where that finds no path the answer is no (the whole search
     finds none either, most queries, which would walk all of `target`'s ancestors); where it finds one, the whole
     search answers, as the step limit counts its steps."""
-    found = _reaches_through_later_nodes(target, source, through_parameters, limit)
-    if found is False:
+    if _search(target, source, through_parameters, limit, oldest=source.serial) is False:
         return False
-    return _reaches(target, source, through_parameters, limit)
+    return _search(target, source, through_parameters, limit, oldest=0) is True
 
 
-def _reaches_through_later_nodes(target: Node, source: Node, through_parameters: bool, limit: int) -> bool | None:
-    """`reaches` over the nodes made after `source` only; None where it takes over `limit` steps."""
-    oldest = source.serial
+def _search(target: Node, source: Node, through_parameters: bool, limit: int, oldest: int) -> bool | None:
+    """Whether a path leads from `target` up to `source` through nodes made at or after `oldest` (0: every
+    node); None where the search takes over `limit` steps."""
     if target.serial < oldest:
         return False
     stack = [(target, False)]
+    # The nodes visited before or after crossing a parametrised op, apart: a node is searched once each way.
     seen_before, seen_after = set(), set()
     steps = 0
     while stack:
@@ -202,30 +202,6 @@ def _reaches_through_later_nodes(target: Node, source: Node, through_parameters:
         for parent in node.inputs:
             if parent.serial >= oldest:
                 stack.append((parent, crossed_here))
-    return False
-
-
-def _reaches(target: Node, source: Node, through_parameters: bool, limit: int) -> bool:
-    stack = [(target, False)]
-    # The nodes visited before or after crossing a parametrised op, apart: a node is searched once each way.
-    seen_before, seen_after = set(), set()
-    steps = 0
-    while stack:
-        node, crossed = stack.pop()
-        steps += 1
-        if steps > limit:
-            return False
-        if node is source:
-            if crossed or not through_parameters:
-                return True
-            continue
-        seen = seen_after if crossed else seen_before
-        if node in seen:
-            continue
-        seen.add(node)
-        crossed_here = crossed or node.op in PARAMETRISED_OPS
-        for parent in node.inputs:
-            stack.append((parent, crossed_here))
     return False
 
 
