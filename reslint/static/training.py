@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections import deque
 
+from reslint.static.construction_sites import walk_with_parents
 from reslint.static.training_factories import OPTIMIZERS, Factory, factory_of
 from reslint.project_facts import (
     WARMUP_NO,
@@ -224,7 +224,8 @@ class TrainingReader:
     # ----- walking -------------------------------------------------------------------------------
 
     def read(self) -> None:
-        for node in self._walk_recording_parents():
+        nodes, self.parents = walk_with_parents(self.tree)
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
             elif isinstance(node, ast.Import):
@@ -247,25 +248,6 @@ class TrainingReader:
                 self._unresolved_call(call, scope, name, last)
             else:
                 self._factory_site(call, scope, factory, last)
-
-    def _walk_recording_parents(self):
-        """ast.walk's nodes in its order, each node's children recorded in `parents` as it is reached (one
-        look at each node's fields, where ast.walk and ast.iter_child_nodes looked twice)."""
-        parents, node_type = self.parents, ast.AST
-        todo = deque([self.tree])
-        while todo:
-            node = todo.popleft()
-            for name in node._fields:
-                value = getattr(node, name, None)
-                if isinstance(value, node_type):
-                    parents[value] = node
-                    todo.append(value)
-                elif isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, node_type):
-                            parents[item] = node
-                            todo.append(item)
-            yield node
 
     def function_scope(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Scope:
         """The names a module-level function sees: its own, then the module's."""
