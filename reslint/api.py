@@ -188,7 +188,8 @@ def check(
                 if fixes and source is None and report.findings:  # text read from stdin is never fixed
                     from reslint.fixes.apply import with_fixes  # imported here, so that importing this module stays light
 
-                    report.findings = with_fixes(report.findings, settings, report.models, report.prepared_fixes)
+                    traced = report.models if not settings.static else ()  # a static check's fixes compare no traces
+                    report.findings = with_fixes(report.findings, settings, traced, report.prepared_fixes)
     report.skipped = discovery.skipped
     report.settings = settings
     return report

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Callable, TextIO
 
 from reslint.discovery import Skipped
 from reslint.findings import Finding, ModelSummary, TraceOutcome
@@ -46,6 +46,12 @@ class Report:
     texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     # A static check's fixes, checked by the workers beside each file's analysis: {path: FileFixes}
     prepared_fixes: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def defer_models(self, finish: Callable[[list[ModelSummary]], list[ModelSummary]]) -> None:
+        """`models` becomes `finish(models)` when first read: the project stage's part of the summaries (warmup
+        line, final norms decided across files) reads other files, and text output without --show-models never
+        reads the summaries."""
+        self.__dict__["_finish_models"] = finish
 
     def count(self, severity: str) -> int:
         """How many findings have this effective severity ("info", "warning" or "error")."""
@@ -91,3 +97,18 @@ class Report:
         from reslint.reporters.json import report_document
 
         return report_document(self)
+
+
+def _finished_models(report: Report) -> list[ModelSummary]:
+    finish = report.__dict__.pop("_finish_models", None)
+    if finish is not None:
+        report.__dict__["_models"] = finish(report.__dict__["_models"])
+    return report.__dict__["_models"]
+
+
+def _set_models(report: Report, models: list[ModelSummary]) -> None:
+    report.__dict__["_models"] = models
+
+
+# A property under the dataclass field: __init__, replace(), asdict() and == all read and write through it.
+Report.models = property(_finished_models, _set_models, doc="The per-model summaries.")  # type: ignore[assignment]

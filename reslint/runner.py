@@ -183,7 +183,7 @@ def file_size(source: SourceFile) -> int:
 
 def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileOutcome], settings: Settings) -> None:
     """The cross-file stage: RL301 findings, RL103 decided in the file that builds the stack's class, and the
-    warmup line of Post-LN models' summaries."""
+    warmup line of Post-LN models' summaries (made when the summaries are first read: Report.defer_models)."""
     from reslint.project import Project, model_warmup, training_scripts
     from reslint.rules import run_project_rules
 
@@ -209,11 +209,11 @@ def link_project(report: Report, sources: list[SourceFile], outcomes: list[FileO
         findings += reported([finding], source, file_text(source.path), settings)
     if findings:
         report.findings = unique(report.findings + findings)
-    report.models = [
+    report.defer_models(lambda models: [
         dataclasses.replace(model, warmup=model_warmup(project, links, model, settings.verbose),
                             stacks=tuple(normed_elsewhere(project, model.path, stack) for stack in model.stacks))
-        for model in report.models
-    ]
+        for model in models
+    ])
 
 
 def final_norm_findings(project, findings: list[Finding]) -> list[Finding]:

@@ -172,3 +172,22 @@ def test_the_golden_rl301_lines_are_the_ones_the_fixture_marks(path):
     golden = [int(found[1]) for line in path.with_suffix(".expected").read_text().splitlines()
               if (found := re.match(r"(\d+):\d+ RL301 ", line))]
     assert golden == marked
+
+
+def test_the_summaries_warmup_line_is_made_when_the_summaries_are_first_read(tmp_path, monkeypatch):
+    """Text output without --show-models never reads the summaries: the project stage's part of them (the
+    closure of each model across files) waits until something does, and is then the same."""
+    import reslint
+    import reslint.project
+
+    write(tmp_path, {"model.py": MODEL})
+    made = []
+    real = reslint.project.model_warmup
+    monkeypatch.setattr(reslint.project, "model_warmup", lambda *args: made.append(args[2].name) or real(*args))
+    report = reslint.check([tmp_path / "model.py"], static=True, cache=False)
+    assert made == []
+    assert [(model.name, model.warmup) for model in report.models] == [
+        ("Net", "not checked (no training code found)")]
+    assert made == ["Net"]
+    report.models  # noqa: B018 - read again: made once
+    assert made == ["Net"]
