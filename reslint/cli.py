@@ -28,7 +28,7 @@ from reslint.errors import ReslintError
 from reslint.probing import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from reslint.probing.devices import DTYPES as PROBE_DTYPES
 from reslint.probing.distributed import WRAPS as PROBE_WRAPS
-from reslint.reporters import FORMATS
+from reslint.reporters import FORMATS, WITHOUT_FIXES
 from reslint.report import InternalError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -121,7 +121,9 @@ def check(
     stdin = read_stdin(paths, stdin_filename)
     progress = ProgressLine.for_output(output_format, quiet)
 
-    def run_check(fixes: bool = True) -> api.Report:
+    shows_fixes = output_format not in WITHOUT_FIXES
+
+    def run_check(fixes: bool = shows_fixes) -> api.Report:
         return api.check(
             checked_paths(paths, models),
             static=static,
@@ -149,7 +151,7 @@ def check(
 
     try:
         options = FixOptions(fix, unsafe_fixes, diff, fix_only)
-        report, status = fix_report(run_check(fixes=not options.rewrites), options, run_check)
+        report, status = fix_report(run_check(fixes=shows_fixes and not options.rewrites), options, run_check)
     except ReslintError as error:
         raise UsageFailure(error.cli_message()) from None
     finally:

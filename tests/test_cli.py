@@ -701,3 +701,20 @@ def test_help_does_not_truncate_and_verbose_says_what_it_lists():
     check_help = " ".join(run_reslint("check", "--help", cwd=REPO_ROOT, env={"COLUMNS": "200"}).stdout.split())
     assert "--verbose Also list the skipped paths and the model summary" in check_help
     assert os.environ.get("COLUMNS") != "80" or True
+
+
+def test_github_output_prepares_no_fixes(project, check_here, monkeypatch):
+    """GitHub annotations show no offered fix: a check for them skips preparing fixes (a tenth of a static run),
+    with the same annotations and exit status."""
+    import reslint.fixes.worker
+
+    prepared = []
+    real = reslint.fixes.worker.worker_fixes
+    monkeypatch.setattr(reslint.fixes.worker, "worker_fixes", lambda *args: prepared.append(args) or real(*args))
+    github = check_here(project, "--output-format", "github")
+    assert prepared == []
+    text = check_here(project, "--output-format", "concise")
+    assert prepared and "[*]" in text.stdout
+    assert github.returncode == text.returncode == 1
+    assert [line.split("title=")[1].split("::")[0] for line in github.stdout.splitlines()] == [
+        line.split()[1] for line in text.stdout.splitlines() if ".py:" in line]

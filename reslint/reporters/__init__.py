@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from reslint.report import Report
 
 FORMATS = ("text", "concise", "json", "sarif", "github")  # text: with code frames; concise: one line each
+# Formats that show no offered fix (no `[*]` marker, no fix object): a check for them prepares none.
+WITHOUT_FIXES = ("github",)
 
 
 def render(report: Report, fmt: str, settings: Settings, stream: TextIO) -> None:
