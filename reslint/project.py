@@ -178,6 +178,21 @@ class Project:
                 return False
         return True
 
+    def link_builders(self, display: str, stack: str) -> None:
+        """RL103 in a run of some of the project's files (a pre-commit hook's changed ones): the files that build
+        the classes whose output the stack's stream reaches are linked as if they were in the run, so that a
+        consumer normalising that output in a file left out is seen, as in a check of the whole project."""
+        links = self.files.get(display)
+        roots = links.open_streams.get(stack) if links is not None else None
+        if not roots:
+            return
+        path = self.paths[display]
+        index = ProjectIndex.for_file(path, self.settings.root)
+        for sites in index.construction_sites_of(path, roots).values():
+            for builder in dict.fromkeys(self.known(site.path) for site in sites):
+                if builder != display:
+                    self.links_of(builder, training=False)
+
     def stream_ends(self) -> list[tuple[str, str, bool | None]]:
         return [(display, dotted, verdict) for display, links in list(self.files.items())
                 for dotted, verdict in links.stream_ends.items()]

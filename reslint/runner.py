@@ -221,6 +221,8 @@ def final_norm_findings(project, findings: list[Finding]) -> list[Finding]:
     reported once, in the file of the stack, when a traced model of another file runs that stack."""
     at_stack = {(finding.path, finding.symbol) for finding in findings if finding.code == "RL103"
                 and finding.symbol in getattr(project.files.get(finding.path), "open_streams", {})}
+    for path, symbol in at_stack:
+        project.link_builders(path, symbol)
     stacks = {symbol for _, symbol in at_stack}
     return [finding for finding in findings if finding.code != "RL103" or (
         not project.normalised_elsewhere(finding.path, finding.symbol)

@@ -191,12 +191,6 @@ def test_trace_engine_leaves_a_consumed_tower_to_its_consumer():
     assert [stack.final_norm for stack in tower[0].stacks] == [None]
 
 
-def test_a_file_checked_without_its_consumer_keeps_its_finding():
-    """Only files of the run can overrule a stack's file: encoder.py alone still draws RL103."""
-    report = check(f"{FIXTURES}/parent_norm/encoder.py", static=True, select="RL103", jobs=1, cache=False, cwd=ROOT)
-    assert findings(report) == [(f"{FIXTURES}/parent_norm/encoder.py", 26)]
-
-
 @pytest.mark.parametrize("static", [True, False], ids=["static", "full"])
 def test_a_sub_block_of_another_files_blocks_is_not_where_the_stream_ends(static):
     """swin.py checked alone: separator.py (outside the run) builds SwinLayer inside the ATF blocks it
@@ -285,3 +279,24 @@ def test_an_imported_blocks_closing_norm_bounds_the_stream_it_returns(tmp_path):
     assert report.findings == []
     assert [(model.name, [stack.final_norm for stack in model.stacks]) for model in report.models
             if model.stacks] == [("PairModel", [True])]
+
+
+# The fixtures of several files, each checked alone (a pre-commit hook passes only the changed files).
+ONE_FILE_RUNS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / FIXTURES).glob("*/**/*.py"))
+
+
+@pytest.mark.parametrize("path", ONE_FILE_RUNS)
+def test_a_file_checked_alone_gets_the_whole_projects_rl103(path):
+    """The files that build the stack's class are read though they are not in the run: a consumer in a file
+    left out that normalises the output (parent_norm/vision.py, branch_consumer/lm.py) silences it, one that
+    feeds it on raw (headless_consumer/lm.py) does not."""
+    alone = check([path], static=True, select="RL103", jobs=1, cache=False, cwd=ROOT)
+    assert findings(alone) == [(file, line) for file, line in EXPECTED_FINDINGS if file == path]
+
+
+@pytest.mark.parametrize("path, fires", [("parent_norm/encoder.py", False), ("headless_consumer/encoder.py", True)])
+def test_a_traced_file_checked_alone_gets_the_whole_projects_rl103(path, fires):
+    pytest.importorskip("torch")
+    alone = check([f"{FIXTURES}/{path}"], static=False, select="RL103", jobs=1, cache=False, cwd=ROOT)
+    assert any(model.engine.startswith("traced") for model in alone.models)
+    assert [line for _, line in findings(alone)] == ([26] if fires else [])
