@@ -1,0 +1,92 @@
+"""Checks the bound the nesting check skips statements by (reslint.analysis.levels_within) on real code.
+
+    python bench/nesting_bound.py [DIR ...]
+
+For every statement of every Python file under the directories (by default the standard library and
+transformers' models/), the levels of its AST subtree below it must not exceed the characters from the start
+of its first line to its end by more than LEVELS_BEYOND_CHARACTERS. Prints the largest excess seen (and
+where), and the share of statements the check would skip at their depth. Exit status 1 when the bound fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import sysconfig
+import warnings
+from pathlib import Path
+
+from reslint.analysis import LEVELS_BEYOND_CHARACTERS, MAX_NESTING, levels_within, source_line_starts
+
+sys.setrecursionlimit(100_000)
+
+
+def default_trees() -> list[Path]:
+    trees = [Path(sysconfig.get_paths()["stdlib"])]
+    try:
+        import transformers
+    except ImportError:
+        return trees
+    return trees + [Path(transformers.__file__).parent / "models"]
+
+
+def heights(tree) -> dict[int, int]:
+    """id(node) -> the levels of the node's subtree below it, for every statement."""
+    found: dict[int, int] = {}
+
+    def height(node) -> int:
+        below = max((height(child) + 1 for child in ast.iter_child_nodes(node)), default=0)
+        if isinstance(node, ast.stmt):
+            found[id(node)] = below
+        return below
+
+    height(tree)
+    return found
+
+
+def statements_with_depth(tree):
+    pending = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, ast.stmt):
+            yield node, depth
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def check(paths) -> tuple[int, int, int, tuple]:
+    """(statements, statements skipped at their depth, largest excess, where)."""
+    statements = skipped = 0
+    worst, where = -sys.maxsize, ()
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+            continue
+        starts = source_line_starts(text)
+        below = heights(tree)
+        for node, depth in statements_with_depth(tree):
+            characters = levels_within(node, starts) - LEVELS_BEYOND_CHARACTERS
+            excess = below[id(node)] - characters
+            statements += 1
+            skipped += depth + characters + LEVELS_BEYOND_CHARACTERS <= MAX_NESTING
+            if excess > worst:
+                worst, where = excess, (str(path), node.lineno, type(node).__name__, below[id(node)], characters)
+    return statements, skipped, worst, where
+
+
+def main() -> int:
+    trees = [Path(arg) for arg in sys.argv[1:]] or default_trees()
+    failed = False
+    for tree in trees:
+        statements, skipped, worst, where = check(sorted(tree.rglob("*.py")))
+        print(f"{tree}: {statements} statements, {skipped / max(statements, 1):.1%} skipped at their depth; "
+              f"largest excess of levels over characters {worst} (allowed {LEVELS_BEYOND_CHARACTERS}) at {where}")
+        failed |= worst > LEVELS_BEYOND_CHARACTERS
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
