@@ -256,9 +256,10 @@ def nesting(tree, text: str | None = None, limit: int | None = None) -> tuple[in
     """The depth of the deepest node of an AST, with the line and column (1-based) of it or its nearest located ancestor.
 
     Given the tree's source `text` and a `limit`, a statement whose source is too short to hold a node deeper
-    than the limit is not walked (`levels_within`): the answer is then exact when deeper than the limit, and
-    at most the limit otherwise (the nodes left out are no deeper than the limit, and the walk's order of the
-    others is unchanged, so the first deepest node it meets is the same)."""
+    than the limit is not walked (`levels_within`), nor the header of a compound statement (what precedes its
+    first block: decorators, signature, condition) too short for it (`header_levels`): the answer is then exact
+    when deeper than the limit, and at most the limit otherwise (the nodes left out are no deeper than the limit,
+    and the walk's order of the others is unchanged, so the first deepest node it meets is the same)."""
     import ast
 
     line_starts = source_line_starts(text) if text is not None and limit is not None else None
@@ -268,15 +269,18 @@ def nesting(tree, text: str | None = None, limit: int | None = None) -> tuple[in
     node_type = ast.AST
     while stack:
         node, depth, position = stack.pop()
+        fields = node._fields
         if hasattr(node, "lineno"):
-            if line_starts is not None and isinstance(node, statement) and \
-                    depth + levels_within(node, line_starts) <= limit:
-                continue
+            if line_starts is not None and isinstance(node, statement):
+                if depth + levels_within(node, line_starts) <= limit:
+                    continue
+                if depth + header_levels(node, line_starts) <= limit:
+                    fields = BLOCK_FIELDS
             position = (node.lineno, node.col_offset + 1)
         if depth > deepest:
             deepest, where = depth, position
         depth += 1
-        for name in node._fields:  # ast.iter_child_nodes, without its two generators per node
+        for name in fields:  # ast.iter_child_nodes, without its two generators per node
             value = getattr(node, name, None)
             if isinstance(value, node_type):
                 stack.append((value, depth, position))
@@ -301,6 +305,25 @@ def levels_within(statement, line_starts: list[int]) -> int:
     if last is None or statement.end_col_offset is None or not 0 < first <= last <= len(line_starts):
         return sys.maxsize  # not placed as expected: walked
     return line_starts[last - 1] - line_starts[first - 1] + statement.end_col_offset + LEVELS_BEYOND_CHARACTERS
+
+
+# The blocks of a compound statement, in the order of its fields (`ast.Try`: body, handlers, orelse, finalbody).
+BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
+
+
+def header_levels(statement, line_starts: list[int]) -> int:
+    """An upper bound of the levels under a compound statement outside its blocks (BLOCK_FIELDS): its header
+    (decorators, signature, bases, condition, iterable, context managers) lies before its first block's first
+    statement, so levels_within's bound holds with the characters up to there. sys.maxsize for a statement
+    without such a body (a simple statement, `match`: its cases hold patterns)."""
+    body = getattr(statement, "body", None)
+    if not isinstance(body, list) or not body:
+        return sys.maxsize
+    first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
+    inner = body[0]
+    if not 0 < first <= inner.lineno <= len(line_starts):
+        return sys.maxsize
+    return line_starts[inner.lineno - 1] - line_starts[first - 1] + inner.col_offset + LEVELS_BEYOND_CHARACTERS
 
 
 def source_line_starts(text: str) -> list[int]:

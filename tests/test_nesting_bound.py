@@ -1,5 +1,5 @@
-"""The nesting check walks only the statements whose source could hold a node past MAX_NESTING
-(reslint.analysis.levels_within): its RL901 must stay what the walk of the whole tree says, on hostile
+"""The nesting check walks only the statements (and headers of compound statements) whose source could hold a
+node past MAX_NESTING (reslint.analysis.levels_within, header_levels): its RL901 must stay what the walk of the whole tree says, on hostile
 files just past the limit, and it must stay silent just under it."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reslint.analysis import MAX_NESTING, analyze_file, levels_within, nesting, source_line_starts
+from reslint.analysis import (BLOCK_FIELDS, MAX_NESTING, analyze_file, header_levels, levels_within, nesting,
+                              source_line_starts)
 from reslint.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -60,6 +61,22 @@ def module(kind: str, expression: str) -> str:
         return f"import torch\n\n\n@decorate({expression})\ndef f():\n    pass\n"
     if kind == "one-line":  # many statements on one very long line
         return "import torch\n" + "a = 1; " * 3_000 + f"x = {expression}; b = 2\n"
+    if kind == "signature":  # headers: what precedes a compound statement's first block
+        return f"import torch\n\n\ndef f(a: int = {expression}) -> None:\n    return a\n"
+    if kind == "condition":
+        return f"import torch\nif {expression}:\n    x = 1\nelse:\n    x = 2\n"
+    if kind == "loop":
+        return f"import torch\nfor x in {expression}:\n    pass\nelse:\n    y = 2\n"
+    if kind == "with":
+        return f"import torch\nwith {expression} as y: pass\n"
+    if kind == "bases":
+        return f"import torch\n\n\nclass A({expression}):\n    x = 1\n"
+    if kind == "else":  # the other blocks stay walked under a header too short to matter
+        return f"import torch\nif c:\n    pass\nelse:\n    x = {expression}\n"
+    if kind == "handler":
+        return f"import torch\ntry:\n    pass\nexcept ValueError:\n    x = {expression}\n"
+    if kind == "finally":
+        return f"import torch\ntry:\n    pass\nfinally:\n    x = {expression}\n"
     if kind == "class-body":
         return f"import torch\n\n\nclass A:\n    def f(self):\n        return {expression}\n\n    x = 1\n"
     raise AssertionError(kind)
@@ -77,7 +94,9 @@ def past_the_limit(make, kind: str) -> int:
     return low
 
 
-CASES = [(name, kind) for name in DEEP_EXPRESSIONS for kind in ("statement", "expression", "blocks", "decorator", "one-line", "class-body")]
+KINDS = ("statement", "expression", "blocks", "decorator", "one-line", "signature", "condition", "loop", "with", "bases",
+         "else", "handler", "finally", "class-body")
+CASES = [(name, kind) for name in DEEP_EXPRESSIONS for kind in KINDS]
 
 
 @pytest.mark.parametrize(("name", "kind"), CASES, ids=[f"{name}-{kind}" for name, kind in CASES])
@@ -124,6 +143,11 @@ def test_the_bound_holds_on_every_statement_of_real_code():
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt):
                 assert whole_walk(node)[0] - 1 <= levels_within(node, starts), (str(path), node.lineno)
+                header = [child for name in node._fields if name not in BLOCK_FIELDS
+                          for child in (lambda value: value if isinstance(value, list) else [value])(getattr(node, name))
+                          if isinstance(child, ast.AST)]
+                assert max((whole_walk(child)[0] for child in header), default=0) <= header_levels(node, starts), \
+                    (str(path), node.lineno)
                 checked += 1
     assert checked > 5_000
 
