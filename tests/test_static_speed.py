@@ -129,6 +129,55 @@ def test_fixes_checked_beside_the_analysis_are_the_fixes_checked_afterwards(monk
     assert sum(finding["fix"] is not None for finding in afterwards) >= 10
 
 
+def test_each_fix_candidate_is_matched_against_the_text_once_for_the_edits_matching_it_again_gives(monkeypatch) -> None:
+    import difflib
+    import types
+
+    import reslint.fixes.apply as apply
+
+    paths = sorted(REPO_ROOT.glob("fixtures/fixes/**/*.py")) + sorted(REPO_ROOT.glob("examples/**/*.py"))
+    matched: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    class CountedMatcher(difflib.SequenceMatcher):
+        def __init__(self, isjunk=None, a="", b="", autojunk=True) -> None:
+            matched.append((tuple(a), tuple(b)))
+            super().__init__(isjunk, a, b, autojunk)
+
+    monkeypatch.setattr(apply, "difflib", types.SimpleNamespace(SequenceMatcher=CountedMatcher,
+                                                                unified_diff=difflib.unified_diff))
+    shared = checked(paths)
+    assert sum(finding["fix"] is not None for finding in shared) >= 10
+    assert len(matched) >= 10 and len(set(matched)) == len(matched)  # the scope check's match serves the edits
+    # The plain way: every caller matches the texts itself.
+    monkeypatch.setattr(apply.Parsed, "changes_to", lambda parsed, after: apply.changed_lines(parsed.text, after))
+    assert checked(paths) == shared
+
+
+def test_each_classs_column_table_walks_are_made_once_per_file_index_for_the_plain_walks_findings(monkeypatch) -> None:
+    import reslint.static.sequence_context as sequence_context
+
+    paths = sample()
+    walked: list[tuple[object, str]] = []  # the ClassInfo objects themselves: kept, no id is reused
+    plain = {"per_column": sequence_context.walk_per_column_builds, "lookups": sequence_context.walk_self_call_indexes}
+
+    def counted(kind: str):
+        def walk_of(info):
+            walked.append((info, kind))
+            return plain[kind](info)
+        return walk_of
+
+    monkeypatch.setattr(sequence_context, "walk_per_column_builds", counted("per_column"))
+    monkeypatch.setattr(sequence_context, "walk_self_call_indexes", counted("lookups"))
+    kept = checked(paths)
+    keys = [(id(info), kind) for info, kind in walked]
+    assert len(keys) >= 50 and len(set(keys)) == len(keys)
+    assert {kind for _, kind in walked} == {"per_column", "lookups"}
+    # The plain way: every model's question walks the classes of its closure again.
+    monkeypatch.setattr(sequence_context, "per_column_builds", plain["per_column"])
+    monkeypatch.setattr(sequence_context, "self_call_indexes", plain["lookups"])
+    assert checked(paths) == kept
+
+
 def test_two_workers_offer_the_fixes_one_process_offers() -> None:
     paths = sorted(REPO_ROOT.glob("fixtures/**/*.py"))
     paths = [path for path in paths if "hostile" not in path.parts]

@@ -96,7 +96,8 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
             checked = attempt(display, text, target, base, settings, linked, parsed) if target else None
             if checked is not None:
                 module = fixer(finding.code)
-                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE, edits(text, checked[0]))
+                fixes[id(finding)] = Fix("safe" if module.SAFE else "unsafe", module.TITLE,
+                                         edits(checked[0], parsed.changes_to(checked[0])))
         if fixes and not settings.static:
             before = traced_before(findings, models, display)
             if not still_traces(fix_file(display, text, settings, unsafe=True, linked=linked), settings, before):
@@ -144,7 +145,8 @@ def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[F
         checked = attempt(display, text, target, base, settings, False, parsed) if target else None
         module_of = fixer(finding.code)
         ready.fixes[fix_key(finding)] = (Fix("safe" if module_of.SAFE else "unsafe", module_of.TITLE,
-                                             edits(text, checked[0])) if checked is not None else None)
+                                             edits(checked[0], parsed.changes_to(checked[0])))
+                                         if checked is not None else None)
     return ready
 
 
@@ -219,11 +221,19 @@ class Parsed:
         self.source: Source | None = None
         self.candidates: dict[tuple, str | None] = {}  # see candidate
         self.rechecked: dict[tuple[str, str, bool], list[Finding]] = {}  # see attempt
+        self.changes: dict[str, list[tuple[int, int, int, int]]] = {}  # see changes_to
 
     def get(self) -> Source:
         if self.source is None:
             self.source = Source(self.text, self.module)
         return self.source
+
+    def changes_to(self, after: str) -> list[tuple[int, int, int, int]]:
+        """changed_lines(self.text, after), matched once: a candidate's scope check and its fix's edits read them."""
+        found = self.changes.get(after)
+        if found is None:
+            found = self.changes[after] = changed_lines(self.text, after)
+        return found
 
 
 def attempt(display: str, text: str, finding: Finding, base: list[Finding], settings: Settings,
@@ -267,7 +277,9 @@ def fixed_text(display: str, text: str, finding: Finding, parsed: Parsed) -> str
         with collector_paused():  # a large tree: see collector_paused
             source = parsed.get()
             new = fixer(finding.code).fix(source, finding)
-            if new is None or new == text or not compiles(new, display) or not inside_scope(source, text, new, finding):
+            if new is None or new == text or not compiles(new, display):
+                return None
+            if not inside_scope(source, parsed.changes_to(new), finding):
                 return None
     except Exception:  # noqa: BLE001 - a form the fixer did not foresee: no fix, never a crash
         return None
@@ -292,8 +304,9 @@ def compiles(text: str, display: str) -> bool:
     return True
 
 
-def inside_scope(source: Source, before: str, after: str, finding: Finding) -> bool:
-    """Whether every changed line lies in the class the finding is about (or the fixer's own `scope`)."""
+def inside_scope(source: Source, changes: list[tuple[int, int, int, int]], finding: Finding) -> bool:
+    """Whether every changed line (`changes`: changed_lines of the source's text) lies in the class the finding
+    is about (or the fixer's own `scope`)."""
     own_scope = getattr(fixer(finding.code), "scope", None)
     if own_scope is not None:
         scopes = own_scope(source, finding)
@@ -301,17 +314,20 @@ def inside_scope(source: Source, before: str, after: str, finding: Finding) -> b
     else:
         cls = source.class_def(owner_class(finding))
         scopes = [source.lines(cls)] if cls is not None else []
-    matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
     return all(any(lines.start <= i1 + 1 and max(i2, i1 + 1) <= lines.stop for lines in scopes)
-               for tag, i1, i2, _, _ in matcher.get_opcodes() if tag != "equal")
+               for i1, i2, _, _ in changes)
 
 
-def edits(before: str, after: str) -> tuple[Edit, ...]:
-    """Whole-line replacements that turn `before` into `after`, in `before`'s coordinates."""
-    old, new = before.splitlines(True), after.splitlines(True)
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return tuple(Edit(i1 + 1, 1, i2 + 1, 1, "".join(new[j1:j2]))
-                 for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+def changed_lines(before: str, after: str) -> list[tuple[int, int, int, int]]:
+    """difflib's opcodes (i1, i2, j1, j2) that turn `before`'s lines into `after`'s, the unchanged runs left out."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(True), after.splitlines(True), autojunk=False)
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def edits(after: str, changes: list[tuple[int, int, int, int]]) -> tuple[Edit, ...]:
+    """Whole-line replacements that turn the text `changes` were matched from into `after`, in its coordinates."""
+    new = after.splitlines(True)
+    return tuple(Edit(i1 + 1, 1, i2 + 1, 1, "".join(new[j1:j2])) for i1, i2, j1, j2 in changes)
 
 
 def recheck(display: str, text: str, settings: Settings, linked: bool = False) -> list[Finding]:

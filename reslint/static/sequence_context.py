@@ -21,6 +21,7 @@ tables (`column_tables`) are no token evidence, here or in the model's own file.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import libcst as cst
@@ -217,30 +218,66 @@ def column_tables(classes: dict, names) -> set[int]:
     - a table of per-index vectors looked up only with `torch.arange(...)` (a feature's or a position's
       own vector): it embeds no input, like an `nn.Parameter` of the same shape, which is no evidence either.
     """
-    per_column = _PerColumnBuilds()
+    per_column_calls: set[int] = set()
+    per_column_classes: set[str] = set()
     for name in names:
-        init = classes[name].methods.get("__init__")
-        if init is not None:
-            walk(init.body, per_column)
+        calls, classes_built = per_column_builds(classes[name])
+        per_column_calls |= calls
+        per_column_classes |= classes_built
     tables: set[int] = set()
     for name in names:
         info = classes[name]
-        lookups = None  # read only for a class with an nn.Embedding
         for spec in info.submodules.values():
             for table in _embedding_specs(spec):
-                if name in per_column.classes or id(table.node) in per_column.calls:
+                if name in per_column_classes or id(table.node) in per_column_calls:
                     tables.add(id(table))
                     continue
-                if lookups is None:
-                    lookups = _Lookups()
-                    for method in info.methods.values():
-                        lookups.assigned = {}
-                        walk(method.body, _Assignments(lookups.assigned))
-                        walk(method.body, lookups)
-                found = lookups.arguments.get(spec.attr)
+                found = self_call_indexes(info).get(spec.attr)
                 if found and all(found):
                     tables.add(id(table))
     return tables
+
+
+# What column_tables' walks find, by class (a ClassInfo is one file index's class): each model of a file with an
+# nn.Embedding asks about every class of its closure, and most files' models share their classes.
+_PER_COLUMN_BUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SELF_CALL_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def per_column_builds(info) -> tuple[frozenset[int], frozenset[str]]:
+    """walk_per_column_builds(info), once per class."""
+    known = _PER_COLUMN_BUILDS.get(info)
+    if known is None:
+        known = _PER_COLUMN_BUILDS[info] = walk_per_column_builds(info)
+    return known
+
+
+def self_call_indexes(info) -> dict[str, list[bool]]:
+    """walk_self_call_indexes(info), once per class."""
+    known = _SELF_CALL_INDEXES.get(info)
+    if known is None:
+        known = _SELF_CALL_INDEXES[info] = walk_self_call_indexes(info)
+    return known
+
+
+def walk_per_column_builds(info) -> tuple[frozenset[int], frozenset[str]]:
+    """_PerColumnBuilds' calls and classes of the class's `__init__`."""
+    per_column = _PerColumnBuilds()
+    init = info.methods.get("__init__")
+    if init is not None:
+        walk(init.body, per_column)
+    return frozenset(per_column.calls), frozenset(per_column.classes)
+
+
+def walk_self_call_indexes(info) -> dict[str, list[bool]]:
+    """_Lookups' answer over the class's methods: for each `self.attribute(index, ...)` called, whether each
+    index is a range (asked only of a class with a table not built per column)."""
+    lookups = _Lookups()
+    for method in info.methods.values():
+        lookups.assigned = {}
+        walk(method.body, _Assignments(lookups.assigned))
+        walk(method.body, lookups)
+    return lookups.arguments
 
 
 def _embedding_specs(spec):
