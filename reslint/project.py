@@ -187,7 +187,7 @@ class Project:
         if not roots:
             return
         path = self.paths[display]
-        index = ProjectIndex.for_file(path, self.settings.root)
+        index = ProjectIndex.for_file(path)  # the static engine's own index (stream_end): read once in one process
         for sites in index.construction_sites_of(path, roots).values():
             for builder in dict.fromkeys(self.known(site.path) for site in sites):
                 if builder != display:
