@@ -15,22 +15,19 @@ from reslint.analysis import (BLOCK_FIELDS, MAX_NESTING, analyze_file, header_le
 from reslint.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_static_speed import sample  # noqa: E402
+from test_static_speed import sample, whole_walk  # noqa: E402
 
 STATIC = Settings(static=True)
 
 
-def whole_walk(tree) -> tuple[int, int, int]:
-    """The depth and place of the first deepest node in the check's order, every node visited."""
-    deepest, where, stack = 0, (1, 1), [(tree, 1, (1, 1))]
-    while stack:
-        node, depth, position = stack.pop()
-        if hasattr(node, "lineno"):
-            position = (node.lineno, node.col_offset + 1)
-        if depth > deepest:
-            deepest, where = depth, position
-        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
-    return deepest, *where
+def parsed_sample():
+    """(path, text, CPython's tree) of each file of test_static_speed's sample that parses."""
+    for path in sample():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            yield path, text, ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
 
 
 DEEP_EXPRESSIONS = {
@@ -133,12 +130,7 @@ def test_rl901_messages_of_hostile_files_are_exact():
 
 def test_the_bound_holds_on_every_statement_of_real_code():
     checked = 0
-    for path in sample():
-        text = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
+    for path, text, tree in parsed_sample():
         starts = source_line_starts(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt):
@@ -155,12 +147,7 @@ def test_the_bound_holds_on_every_statement_of_real_code():
 @pytest.mark.parametrize("limit", [3, 6, 10, 16])
 def test_with_small_limits_real_code_gets_the_whole_walks_answer_when_past_them(limit):
     past = 0
-    for path in sample():
-        text = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
+    for path, text, tree in parsed_sample():
         exact = whole_walk(tree)
         bounded = nesting(tree, text, limit)
         if exact[0] > limit:

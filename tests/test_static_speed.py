@@ -234,21 +234,26 @@ def is_utf8(data: bytes) -> bool:
     return True
 
 
+def whole_walk(tree) -> tuple[int, int, int]:
+    """The nesting check's answer with every node visited through `ast.iter_child_nodes`: the depth and place of
+    the first deepest node in the check's order."""
+    import ast
+
+    deepest, where, stack = 0, (1, 1), [(tree, 1, (1, 1))]
+    while stack:
+        node, depth, position = stack.pop()
+        if hasattr(node, "lineno"):
+            position = (node.lineno, node.col_offset + 1)
+        if depth > deepest:
+            deepest, where = depth, position
+        stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
+    return deepest, *where
+
+
 def test_the_nesting_check_finds_the_depth_and_place_ast_iter_child_nodes_finds() -> None:
     import ast
 
     from reslint.analysis import nesting
-
-    def plain(tree) -> tuple[int, int, int]:
-        deepest, where, stack = 0, (1, 1), [(tree, 1, (1, 1))]
-        while stack:
-            node, depth, position = stack.pop()
-            if hasattr(node, "lineno"):
-                position = (node.lineno, node.col_offset + 1)
-            if depth > deepest:
-                deepest, where = depth, position
-            stack.extend((child, depth + 1, position) for child in ast.iter_child_nodes(node))
-        return deepest, *where
 
     texts = ["x = " + "(" * 150 + "1" + ")" * 150, "y = " + " + ".join(["a"] * 1500), "def f():\n    return [[[g(1)]]]\n"]
     texts += [path.read_bytes() for path in sample()]
@@ -258,7 +263,7 @@ def test_the_nesting_check_finds_the_depth_and_place_ast_iter_child_nodes_finds(
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
-        assert nesting(tree) == plain(tree)
+        assert nesting(tree) == whole_walk(tree)
         checked += 1
     assert nesting(ast.parse(texts[1]))[0] > 1500
     assert checked > 100
