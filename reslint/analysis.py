@@ -300,11 +300,16 @@ def levels_within(statement, line_starts: list[int]) -> int:
     """An upper bound of the levels of `statement`'s subtree below it: the characters from the start of its
     first line (its first decorator's) to its end, and a few levels more (LEVELS_BEYOND_CHARACTERS).
     CPython's end column counts UTF-8 bytes, never fewer than the characters."""
+    return levels_up_to(statement, statement.end_lineno, statement.end_col_offset, line_starts)
+
+
+def levels_up_to(statement, line: int | None, column: int | None, line_starts: list[int]) -> int:
+    """The characters from the start of the statement's first line (its first decorator's) to `line`:`column`,
+    and LEVELS_BEYOND_CHARACTERS; sys.maxsize where the places are not as expected (the statement is walked)."""
     first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
-    last = statement.end_lineno
-    if last is None or statement.end_col_offset is None or not 0 < first <= last <= len(line_starts):
-        return sys.maxsize  # not placed as expected: walked
-    return line_starts[last - 1] - line_starts[first - 1] + statement.end_col_offset + LEVELS_BEYOND_CHARACTERS
+    if line is None or column is None or not 0 < first <= line <= len(line_starts):
+        return sys.maxsize
+    return line_starts[line - 1] - line_starts[first - 1] + column + LEVELS_BEYOND_CHARACTERS
 
 
 # The blocks of a compound statement, in the order of its fields (`ast.Try`: body, handlers, orelse, finalbody).
@@ -319,11 +324,7 @@ def header_levels(statement, line_starts: list[int]) -> int:
     body = getattr(statement, "body", None)
     if not isinstance(body, list) or not body:
         return sys.maxsize
-    first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
-    inner = body[0]
-    if not 0 < first <= inner.lineno <= len(line_starts):
-        return sys.maxsize
-    return line_starts[inner.lineno - 1] - line_starts[first - 1] + inner.col_offset + LEVELS_BEYOND_CHARACTERS
+    return levels_up_to(statement, body[0].lineno, body[0].col_offset, line_starts)
 
 
 def source_line_starts(text: str) -> list[int]:
