@@ -737,6 +737,36 @@ def test_a_backbone_inlined_in_every_head_is_evaluated_once_per_call_shape(tmp_p
     assert alone == {"Layer": 6, "Encoder": 5, "Model": 3, "ForTagging": 1, "ForClasses": 1}, alone
 
 
+
+def ordinary_calls_evaluated(path: Path, monkeypatch) -> list[str]:
+    """The roots RL103 evaluates again as called without their optional inputs, in one engine run of `path`."""
+    roots: list[str] = []
+    real = engine.StaticExtractor._ordinary_call
+
+    def counted(self, root, assumed):
+        roots.append(root)
+        return real(self, root, assumed)
+
+    text = path.read_text(encoding="utf-8")
+    with monkeypatch.context() as patched:
+        patched.setattr(engine.StaticExtractor, "_ordinary_call", counted)
+        engine.extract_facts(str(path), cst.parse_module(text), text=text)
+    return roots
+
+
+def test_rl103_looks_again_only_at_roots_whose_evaluation_asked_an_optional_input(tmp_path, monkeypatch) -> None:
+    # Every root's stream reaches its output with the optional inputs given; the second look (those inputs left
+    # out) is evaluated only where `x is None` was asked of one: here by the backbone inlined in each root, and in
+    # Calibrated by a replay of the classifier's record of it (the replay asks it again).
+    replayed = REPO_ROOT / "fixtures/final_norm/stream_end_optional_input_replayed.py"
+    assert ordinary_calls_evaluated(replayed, monkeypatch) == ["Backbone", "Classifier", "Calibrated"]
+    # The same models with the backbone's head applied whatever the mask: no root asks, none is looked at again.
+    unasked = tmp_path / "unasked.py"
+    unasked.write_text(replayed.read_text(encoding="utf-8").replace("        if mask is None:\n            x = self.head(x)",
+                                                                   "        x = self.head(x)"), encoding="utf-8")
+    assert "if mask is None" not in unasked.read_text(encoding="utf-8")
+    assert ordinary_calls_evaluated(unasked, monkeypatch) == []
+
 ONE_BLOCK_TWO_WAYS = '''
 import torch.nn as nn
 

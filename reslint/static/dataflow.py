@@ -670,8 +670,10 @@ class Evaluator:
                 if isinstance(left, Const):
                     is_none = left.value is None
                     return is_none if type(comparison.operator) is cst.Is else not is_none
-                if self.optional_inputs_undecided and isinstance(left, Node) and optional_input(left):
-                    return None
+                if isinstance(left, Node) and optional_input(left):
+                    self.optional_input_tested()
+                    if self.optional_inputs_undecided:
+                        return None
                 if isinstance(left, (ModRef, Node)):
                     return type(comparison.operator) is not cst.Is
         return None
@@ -682,6 +684,11 @@ class Evaluator:
         for recording in self.recordings:
             recording.events.append(("mark", node, name))
         node.info[name] = True
+
+    def optional_input_tested(self) -> None:
+        for recording in self.recordings:
+            recording.events.append(("optional_tested",))
+        self.graph.optional_input_tested = True
 
     def undecided_flag(self, key: str) -> None:
         for recording in self.recordings:

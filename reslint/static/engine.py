@@ -110,7 +110,9 @@ class StaticExtractor:
         self.graphs: dict[str, Graph] = {}
         norm_kinds: dict[str, str | None] = {}
         self.norm_kinds_seen = norm_kinds
-        self.built_as_elsewhere: set[int] = set()  # ids of graphs evaluated with another file's constructor arguments
+        # ids of graphs of a class evaluated otherwise than as written and built by default (another file's
+        # constructor arguments, an inherited forward): a second look at its default call is not the same graph.
+        self.built_as_elsewhere: set[int] = set()
         self.ordinary_calls: dict[tuple, Graph | None] = {}  # RL103: (root, assumed flags) -> graph without optional inputs
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
@@ -292,7 +294,7 @@ class StaticExtractor:
         for key, outputs in graph.stack_outputs.items():
             ending = stream_end(outputs, graph.outputs, stack_sources(graph, key))
             if ending == "reached" and root:
-                ending = self._ending_without_optional_inputs(root, key, assumed) or ending
+                ending = self._ending_without_optional_inputs(graph, root, key, assumed) or ending
             if ending in ("lost", "branch"):
                 continue
             found = STREAM_END_VERDICTS[ending]
@@ -397,12 +399,16 @@ class StaticExtractor:
                     continue
                 finally:
                     evaluator.budget.steps, evaluator.budget.hits = steps, hits
+                self.built_as_elsewhere.add(id(graph))
                 self._collect_stream_ends(graph, info.name, info.name in consumed)
 
-    def _ending_without_optional_inputs(self, root: str, key: str, assumed: tuple) -> str:
+    def _ending_without_optional_inputs(self, graph: Graph, root: str, key: str, assumed: tuple) -> str:
         """The stack's stream end in the model's ordinary call. `root` was evaluated with every forward argument
-        given, so `if mask is None: x = self.forward_head(x)` skipped the head that a call without the optional
-        mask runs; evaluated again with such tests undecided (both branches), a head that normalises counts."""
+        given (`graph`), so `if mask is None: x = self.forward_head(x)` skipped the head that a call without the
+        optional mask runs; evaluated again with such tests undecided (both branches), a head that normalises
+        counts. Where no such test was asked, the second look would take the same way: "" (nothing to add)."""
+        if not graph.optional_input_tested and id(graph) not in self.built_as_elsewhere:
+            return ""
         if (root, assumed) not in self.ordinary_calls:
             self.ordinary_calls[(root, assumed)] = self._ordinary_call(root, assumed)
         graph = self.ordinary_calls[(root, assumed)]

@@ -98,6 +98,9 @@ class Graph:
         # The root's forward took an argument that defaults to None as given where the call without it would
         # bind another value in its place (`if residual is None: residual = x`): see engine's `_default_call`.
         self.default_call_differs = False
+        # `x is None` was asked of a forward argument of the root that defaults to None: the ordinary call (that
+        # argument left out) may take another way through the forward (see engine's `_ordinary_call`).
+        self.optional_input_tested = False
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
         return self.add_node(op, inputs, place, frames, condition, info)

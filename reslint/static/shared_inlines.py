@@ -38,6 +38,7 @@ class Recording:
     def __init__(self) -> None:
         self.events: list[tuple] = []  # ("outputs", key, nodes) | ("iteration", key, where) | ("undecided", key)
         #                                 | ("default", key, value) | ("mark", node, name)
+        #                                 | ("optional_tested",)
         self.flags: set[str] = set()  # the flags whose assumed value was looked up
         self.modules: set[str] = set()  # classes whose recursion check read the frames
         self.functions: set[str] = set()  # functions whose recursion check read the frames
@@ -344,6 +345,8 @@ def _replay(evaluator, record: Record, given: list, inner, scope):
             evaluator.mark(_decode(event[1], made, given), event[2])
         elif kind == "undecided":
             evaluator.undecided_flag(event[1])
+        elif kind == "optional_tested":
+            evaluator.optional_input_tested()
         else:
             evaluator.flag_default(event[1], event[2])
     for function, times in record.inlines.items():
