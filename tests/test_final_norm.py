@@ -83,6 +83,7 @@ EXPECTED_FINAL_NORM = {
     ("stream_end_hidden_states.py", "RawStatesEncoder"): False,
     ("stream_end_optional_input.py", "MaskedBackbone"): True,  # the head's norm, run when no mask is given
     ("stream_end_optional_input.py", "MaskedPoolBackbone"): False,
+    ("stream_end_optional_input_replayed.py", "Calibrated"): True,  # the backbone's head, its call replayed
     ("stream_end_returned_dict.py", "ReturnsDict"): False,
     ("stream_end_returned_dict_normed.py", "ReturnsDictNormed"): True,  # the normed stream under a key
     ("stream_end_subblock/swin.py", "SwinLayer"): None,  # a sub-block of separator.py's ATF blocks

@@ -172,9 +172,11 @@ def fx_capture(model: Any, inputs: Inputs) -> tuple[Any, tuple[str, str] | None]
     import torch.fx
     from torch.fx.passes.shape_prop import ShapeProp
 
+    from reslint.trace.fast_capture import trace_as_called
+
     tracer = torch.fx.Tracer()
     tracer.record_stack_traces = True
-    graph = tracer.trace(model)
+    graph = trace_as_called(tracer, model, inputs)
     module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
 
     class ValueProp(ShapeProp):
