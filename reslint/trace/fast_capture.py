@@ -26,13 +26,16 @@ LEAF_LAYERS = (torch_api.LINEAR_MODULES | torch_api.DROPOUT_MODULES | torch_api.
 # Python operators and torch functions/methods that export records as the one aten op of that name.
 OPERATORS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem,
              operator.matmul}
+# Python operators on sizes only (`C // self.n_head`): export's graph holds the number they compute, no node; on a
+# tensor they are an op export spells otherwise (`floor_divide`), and the fast path declines.
+SIZE_OPERATORS = {operator.floordiv}
 METADATA = {"device", "dtype", "shape", "ndim"}
 SAME_OPS = {
     "add", "sub", "mul", "div", "neg", "matmul", "bmm", "linear", "embedding", "dropout",
     "layer_norm", "rms_norm", "gelu", "relu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "glu",
     "scaled_dot_product_attention", "transpose", "permute", "view", "reshape", "contiguous", "size",
     "arange", "unsqueeze", "squeeze", "flatten", "cat", "expand", "masked_fill", "pow", "mean", "rsqrt",
-    "sqrt", "to", "float", "type_as",
+    "sqrt", "to", "float", "type_as", "split", "chunk",
 }
 
 
@@ -60,6 +63,8 @@ def fast_capture(model: Any, inputs: Any, name: str, line: int):
     except (TraceTimeout, KeyboardInterrupt):
         raise
     except BaseException:  # noqa: BLE001 - user code and tracer internals: export decides
+        return None
+    if not sizes_only(module):
         return None
     return Capture(module, "fx", model, name, line, [], None, inputs.description)
 
@@ -145,10 +150,19 @@ def same_meaning(node: Any, modules: dict) -> bool:
     if node.op == "call_function":
         if node.target is getattr:  # `x.device`, `x.shape`: metadata, no node in export's graph
             return len(node.args) == 2 and node.args[1] in METADATA
-        return node.target in OPERATORS or getattr(node.target, "__name__", None) in SAME_OPS
+        return node.target in OPERATORS or node.target in SIZE_OPERATORS \
+            or getattr(node.target, "__name__", None) in SAME_OPS
     if node.op == "call_method":
         return node.target in SAME_OPS
     return True  # placeholder, get_attr, output
+
+
+def sizes_only(module: Any) -> bool:
+    """Whether every size operator of the propagated graph computed a number, not a tensor."""
+    import torch
+
+    return not any(node.op == "call_function" and node.target in SIZE_OPERATORS
+                   and isinstance(node.meta.get("val"), torch.Tensor) for node in module.graph.nodes)
 
 
 def propagate(module: Any, arguments: list) -> None:
