@@ -98,6 +98,19 @@ def test_the_fast_path_serves_the_examples(both_ways):
     assert not fast["examples/tiny_gpt.py"]["exported"]
 
 
+def test_the_fast_path_serves_sizes_splits_statistics_and_timestep_tables(both_ways):
+    """nanoGPT's `C // self.n_head` and `split`, a hand-written norm's `var`/`std`, a diffusion model's sinusoidal
+    timestep table (`exp`, `sin`, `cos`) with stacked and summed conditions: fx's graph reads as export's (the
+    comparison above covers these files), so export's seconds are not spent on them."""
+    fast, _ = both_ways
+    engines = {summary["name"]: summary["engine"] for path in ("fixtures/models/nanogpt.py", "fixtures/norms/correct.py",
+                                                              "fixtures/trace/sinusoidal_steps.py")
+               for summary in fast[path]["summaries"]}
+    assert engines == {"GPT": "traced (fx)", "Encoder": "traced (fx)", "StepTransformer": "traced (fx)",
+                       "PooledStepEncoder": "traced (fx)"}
+    assert [finding["code"] for finding in fast["fixtures/trace/sinusoidal_steps.py"]["findings"]] == ["RL103"]
+
+
 def test_a_layer_with_residuals_inside_is_left_to_export(both_ways):
     """nn.TransformerEncoderLayer would be one fx leaf hiding its Post-LN residuals: export captures it."""
     document = both_ways[0]["fixtures/builtin/torch_transformer.py"]
@@ -112,3 +125,28 @@ def test_a_function_export_decomposes_is_left_to_export(both_ways):
     engines = {summary["name"]: summary["engine"] for summary in document["summaries"]}
     assert engines["QuantizingEncoder"] == "traced (export)"
     assert not any(finding["code"] == "RL103" for finding in document["findings"])
+
+
+def test_a_floor_division_of_tensors_is_left_to_export():
+    """`C // n` on sizes is a number in export's graph; `x // 2` on a tensor is an op (`floor_divide`) the fast
+    path does not spell as export does: it declines, and export captures the model."""
+    import torch
+
+    from reslint.trace.inputs import Inputs
+
+    class Sizes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            batch, tokens, width = x.size()
+            return self.proj(x).view(batch, tokens, 2, width // 2)
+
+    class Halved(Sizes):
+        def forward(self, x):
+            return self.proj(x) // 2
+
+    inputs = Inputs((torch.zeros(2, 4, 8, device="meta"),))
+    assert fast_capture.fast_capture(Sizes().to("meta"), inputs, "Sizes", 1) is not None
+    assert fast_capture.fast_capture(Halved().to("meta"), inputs, "Halved", 1) is None

@@ -35,7 +35,7 @@ SAME_OPS = {
     "layer_norm", "rms_norm", "gelu", "relu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "glu",
     "scaled_dot_product_attention", "transpose", "permute", "view", "reshape", "contiguous", "size",
     "arange", "unsqueeze", "squeeze", "flatten", "cat", "expand", "masked_fill", "pow", "mean", "rsqrt",
-    "sqrt", "to", "float", "type_as", "split", "chunk",
+    "sqrt", "to", "float", "type_as", "split", "chunk", "var", "std", "sum", "exp", "sin", "cos", "stack",
 }
 
 
