@@ -131,8 +131,9 @@ class TwoAttentions(nn.Module):
 
 def node_values(module, inputs) -> list[tuple]:
     from reslint.trace import fast_capture
+    from reslint.trace.inputs import Inputs
 
-    graph = fast_capture.traced(module)
+    graph = fast_capture.traced(module, Inputs(tuple(inputs)))
     fast_capture.propagate(graph, inputs)
     described = []
     for node in graph.graph.nodes:
