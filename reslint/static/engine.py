@@ -112,7 +112,7 @@ class StaticExtractor:
         self.norm_kinds_seen = norm_kinds
         # ids of graphs of a class evaluated otherwise than as written and built by default (another file's
         # constructor arguments, an inherited forward): a second look at its default call is not the same graph.
-        self.built_as_elsewhere: set[int] = set()
+        self.evaluated_otherwise: set[int] = set()
         self.ordinary_calls: dict[tuple, Graph | None] = {}  # RL103: (root, assumed flags) -> graph without optional inputs
         self.alternative_facts: dict[tuple, ResidualAdd] = {}
         self.standalone: dict[tuple, bool] = {}  # residual fact key -> seen only with its block as the root
@@ -228,7 +228,7 @@ class StaticExtractor:
                 graph = evaluator.evaluate_class(info, spec)
             except BudgetExceeded:
                 return True
-            self.built_as_elsewhere.add(id(graph))  # its default call would drop how it is built
+            self.evaluated_otherwise.add(id(graph))  # its default call would drop how it is built
             yield graph, (), ""
         return bool(specs)
 
@@ -244,7 +244,7 @@ class StaticExtractor:
             self._add_hand_norm(self._hand_written_fact(norm, norm_role(norm, graph, model_inputs=not consumed)))
         residuals = find_residuals(graph, self.index)
         self._collect_residuals(residuals, assumed, root)
-        if root and graph.default_call_differs and id(graph) not in self.built_as_elsewhere:
+        if root and graph.default_call_differs and id(graph) not in self.evaluated_otherwise:
             default_call = self._default_call(root, assumed)
             if default_call is not None:
                 self._collect_residuals(find_residuals(default_call, self.index), assumed, root)
@@ -399,7 +399,7 @@ class StaticExtractor:
                     continue
                 finally:
                     evaluator.budget.steps, evaluator.budget.hits = steps, hits
-                self.built_as_elsewhere.add(id(graph))
+                self.evaluated_otherwise.add(id(graph))
                 self._collect_stream_ends(graph, info.name, info.name in consumed)
 
     def _ending_without_optional_inputs(self, graph: Graph, root: str, key: str, assumed: tuple) -> str:
@@ -407,13 +407,13 @@ class StaticExtractor:
         given (`graph`), so `if mask is None: x = self.forward_head(x)` skipped the head that a call without the
         optional mask runs; evaluated again with such tests undecided (both branches), a head that normalises
         counts. Where no such test was asked, the second look would take the same way: "" (nothing to add)."""
-        if not graph.optional_input_tested and id(graph) not in self.built_as_elsewhere:
+        if not graph.optional_input_tested and id(graph) not in self.evaluated_otherwise:
             return ""
         if (root, assumed) not in self.ordinary_calls:
             self.ordinary_calls[(root, assumed)] = self._ordinary_call(root, assumed)
-        graph = self.ordinary_calls[(root, assumed)]
-        outputs = graph.stack_outputs.get(key) if graph is not None else None
-        return stream_end(outputs, graph.outputs, stack_sources(graph, key)) if outputs else ""
+        ordinary = self.ordinary_calls[(root, assumed)]
+        outputs = ordinary.stack_outputs.get(key) if ordinary is not None else None
+        return stream_end(outputs, ordinary.outputs, stack_sources(ordinary, key)) if outputs else ""
 
     def _ordinary_call(self, root: str, assumed: tuple) -> Graph | None:
         info = self.index.classes.get(root)

@@ -5,8 +5,10 @@ torch.export pays seconds of dynamo warm-up in every fresh process and dispatche
 tensors in Python (about 5x fx's time on a 12-block GPT); a plain nn.Module whose forward has no
 data-dependent control flow gives the same facts through fx. Only then is fx's graph kept: every node
 must spell what it computes as export's graph does (the layers and ops below, each checked on the
-fixtures and examples, both engines' results compared in tests/test_fast_capture.py). A tracing error,
-a shape error or any other node, and capture_model goes on to export exactly as without this step.
+fixtures and examples, both engines' results compared in tests/test_fast_capture.py). The forward is traced
+as it is called: a None-defaulting parameter the inputs leave out is None, as export runs it. A tracing
+error, a shape error, any other node or a size operator that computed a tensor, and capture_model goes on to
+export exactly as without this step.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ ENABLED = True  # off: export first, as before (the identity tests compare both)
 # Other torch.nn modules (activations, containers) are traced through, into the functions below.
 LEAF_LAYERS = (torch_api.LINEAR_MODULES | torch_api.DROPOUT_MODULES | torch_api.PASSTHROUGH_MODULES
                | set(torch_api.NORM_MODULES) | torch_api.CONV_MODULES | {"Embedding", "MultiheadAttention"})
-# Python operators and torch functions/methods that export records as the one aten op of that name.
+# Python operators and torch functions/methods that export records as the one aten op of that name (`split` with a
+# list of sizes is export's `split_with_sizes`, which the trace engine reads alike: kept_rows.SPLIT_OPS).
 OPERATORS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.getitem,
              operator.matmul}
 # Python operators on sizes only (`C // self.n_head`): export's graph holds the number they compute, no node; on a
