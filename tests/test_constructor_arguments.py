@@ -94,7 +94,7 @@ def test_library_models_are_built_from_inferred_arguments_and_traced():
     token = models["TokenTransformer"]
     assert token["built_from"] == ("inferred arguments (num_tokens=256, max_seq_len=32, dim=32, depth=2, heads=4, "
                                    "mlp_dim=64)")
-    assert token["engine"] == "traced (export)"
+    assert token["engine"] == "traced (fx)"
     # the depth is reslint's guess: the stack reports none, so no depth-based finding can come from it
     assert [(s["attribute"], s["depth"], s["placement"], s["final_norm"]) for s in token["stacks"]] == [
         ("self.blocks", None, "pre", False)]
