@@ -111,6 +111,14 @@ def test_the_fast_path_serves_sizes_splits_statistics_and_timestep_tables(both_w
     assert [finding["code"] for finding in fast["fixtures/trace/sinusoidal_steps.py"]["findings"]] == ["RL103"]
 
 
+def test_a_forward_that_needs_its_optional_argument_is_traced_by_fx_after_export(both_ways):
+    """The fast path holds `temb=None` None as the call does, and declines when the forward needs it; export fails
+    the same way; fx after export takes every parameter as given and traces the model (diffusers' blocks)."""
+    [summary] = both_ways[0]["fixtures/trace/optional_needed.py"]["summaries"]
+    assert summary["engine"] == "traced (fx)" and not fast_path_served(summary)
+    assert summary["notes"][0].startswith("export failed: TypeError: expected Tensor")
+
+
 def test_a_layer_with_residuals_inside_is_left_to_export(both_ways):
     """nn.TransformerEncoderLayer would be one fx leaf hiding its Post-LN residuals: export captures it."""
     document = both_ways[0]["fixtures/builtin/torch_transformer.py"]

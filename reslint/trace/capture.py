@@ -166,30 +166,6 @@ def positional(model: Any, inputs: Inputs) -> list:
     return values
 
 
-def trace_as_called(tracer: Any, model: Any, inputs: Inputs):
-    """`tracer.trace(model)` with the forward's None-defaulting parameters that the inputs leave out held None."""
-    left_out = omitted_optional_arguments(model, inputs)
-    graph = tracer.trace(model, concrete_args=dict.fromkeys(left_out, None) or None)
-    for node in list(graph.nodes):
-        # fx's guard that a specialised argument stays None: the calls that run the graph never pass one.
-        if node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none":
-            graph.erase_node(node)
-    return graph
-
-
-def omitted_optional_arguments(model: Any, inputs: Inputs) -> list[str]:
-    """The forward's parameters that default to None and that the inputs leave out. fx makes every parameter a
-    Proxy, which `mask is None` takes as given; export, like the call, runs the forward with them None
-    (`if mask is None: x = self.head(x)` applies the head), and so must fx's graph."""
-    try:
-        signature = inspect.signature(model.forward)
-        given = signature.bind(*inputs.args, **inputs.kwargs).arguments
-    except (TypeError, ValueError):
-        return []
-    return [name for name, parameter in signature.parameters.items() if parameter.default is None and name not in given
-            and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)]
-
-
 def fx_capture(model: Any, inputs: Inputs) -> tuple[Any, tuple[str, str] | None]:
     """Symbolic trace + shape propagation; returns (graph module, (node, error) where propagation raised)."""
     import torch
@@ -198,7 +174,9 @@ def fx_capture(model: Any, inputs: Inputs) -> tuple[Any, tuple[str, str] | None]
 
     tracer = torch.fx.Tracer()
     tracer.record_stack_traces = True
-    graph = trace_as_called(tracer, model, inputs)
+    # Every parameter a Proxy, the optional ones too: this runs where export failed, and a forward whose optional
+    # argument is needed after all (`torch.cat([x, temb])` with `temb=None`) is traced as given it.
+    graph = tracer.trace(model)
     module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
 
     class ValueProp(ShapeProp):

@@ -92,13 +92,37 @@ def traced(model: Any, inputs: Any):
     """fx's GraphModule of the model, or None when a node is outside the shared vocabulary."""
     import torch.fx
 
-    from reslint.trace.capture import trace_as_called
-
     tracer = stack_tracer()
     graph = trace_as_called(tracer, model, inputs)
     module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     modules = dict(module.named_modules())
     return module if all(same_meaning(node, modules) for node in graph.nodes) else None
+
+
+def trace_as_called(tracer: Any, model: Any, inputs: Any):
+    """`tracer.trace(model)` with the forward's None-defaulting parameters that the inputs leave out held None."""
+    left_out = omitted_optional_arguments(model, inputs)
+    graph = tracer.trace(model, concrete_args=dict.fromkeys(left_out, None) or None)
+    for node in list(graph.nodes):
+        # fx's guard that a specialised argument stays None: the calls that run the graph never pass one.
+        if node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none":
+            graph.erase_node(node)
+    return graph
+
+
+def omitted_optional_arguments(model: Any, inputs: Any) -> list[str]:
+    """The forward's parameters that default to None and that the inputs leave out. fx makes every parameter a
+    Proxy, which `mask is None` takes as given; export, like the call, runs the forward with them None
+    (`if mask is None: x = self.head(x)` applies the head), and so must fx's graph."""
+    import inspect
+
+    try:
+        signature = inspect.signature(model.forward)
+        given = signature.bind(*inputs.args, **inputs.kwargs).arguments
+    except (TypeError, ValueError):
+        return []
+    return [name for name, parameter in signature.parameters.items() if parameter.default is None and name not in given
+            and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)]
 
 
 def user_stack() -> str:
