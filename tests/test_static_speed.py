@@ -737,7 +737,6 @@ def test_a_backbone_inlined_in_every_head_is_evaluated_once_per_call_shape(tmp_p
     assert alone == {"Layer": 6, "Encoder": 5, "Model": 3, "ForTagging": 1, "ForClasses": 1}, alone
 
 
-
 def ordinary_calls_evaluated(path: Path, monkeypatch) -> list[str]:
     """The roots RL103 evaluates again as called without their optional inputs, in one engine run of `path`."""
     roots: list[str] = []
