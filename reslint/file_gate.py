@@ -96,6 +96,11 @@ def overlay(path: str | os.PathLike) -> bytes | None:
     return _overlays.get(overlay_key(path)) if _overlays else None
 
 
+def overlay_generation() -> int:
+    """Changes whenever an overlay starts or ends: what a cache of file contents by path keys on."""
+    return _generation
+
+
 def cached_as_read(function: Callable[[str], T]) -> Callable[[str], T]:
     """`functools.lru_cache` of a function of a file's path that reads the file, keyed also on the overlays
     active (an overlaid file reads differently, and again as before once the overlay ends)."""

@@ -183,6 +183,7 @@ class ProjectIndex:
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
         self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
+        self._tree_keys: dict[Path, tuple[int, int, tuple[Path, str]]] = {}  # path -> (run, overlays, tree key)
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -205,11 +206,23 @@ class ProjectIndex:
             return None
 
     def syntax_tree(self, path: Path) -> ast.Module | None:
-        """The file's `ast` tree (cheap next to libcst's): for imports and call sites."""
+        """The file's `ast` tree (cheap next to libcst's): for imports and call sites. A file is read once per run
+        (`new_run`) and per set of overlays: the classes of a checked file ask for the same few files a thousand
+        times, and reading and hashing each time was a tenth of the project index's work."""
+        from reslint.file_gate import overlay_generation
+
+        generation = overlay_generation()
+        remembered = self._tree_keys.get(path)
+        if remembered is not None and remembered[:2] == (ProjectIndex._run, generation):
+            known = self._trees.get(remembered[2])
+            if known is not None:
+                self._trees.move_to_end(remembered[2])
+                return known[0]
         source = self.source(path)
         if source is None:
             return None
         key = (path, hashlib.sha1(source).hexdigest())
+        self._tree_keys[path] = (ProjectIndex._run, generation, key)
         known = self._trees.get(key)
         if known is not None:
             self._trees.move_to_end(key)
@@ -223,6 +236,7 @@ class ProjectIndex:
             self._tree_source -= size
             _imports_of.pop(id(dropped), None)  # they hold the tree too
             _named_calls.pop(id(dropped), None)
+            _definitions_of.pop(id(dropped), None)
         return tree
 
     @contextlib.contextmanager
@@ -698,6 +712,7 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
 
 _imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
 _named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
+_definitions_of: dict[int, tuple[ast.Module, dict[str, ast.AST]]] = {}  # id(tree) -> (tree, top_level_definitions)
 # Fields that hold no statement or expression (`ctx`, operators): not walked.
 _SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
 # The fields of a statement (an except clause, a match case) that hold statements: imports are only there.
@@ -815,7 +830,17 @@ def field_defaults(tree: ast.Module, field: str) -> list[object]:
 
 
 def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
-    """The classes, functions and assigned names a module defines at its top level (under `if`/`try` too)."""
+    """The classes, functions and assigned names a module defines at its top level (under `if`/`try` too);
+    read once per tree (each class of a checked file resolves its names through the same few files)."""
+    known = _definitions_of.get(id(tree))
+    if known is None or known[0] is not tree:
+        if len(_definitions_of) > 4096:
+            _definitions_of.clear()
+        known = _definitions_of[id(tree)] = (tree, _top_level_definitions(tree))  # kept with its tree: the id is not reused
+    return known[1]
+
+
+def _top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
     found: dict[str, ast.AST] = {}
     pending = list(tree.body)
     while pending:

@@ -101,6 +101,7 @@ class Graph:
         # `x is None` was asked of a forward argument of the root that defaults to None: the ordinary call (that
         # argument left out) may take another way through the forward (see engine's `_ordinary_call`).
         self.optional_input_tested = False
+        self.stack_members: tuple[int, dict] | None = None  # see stream_end.stack_members
 
     def add(self, op: str, inputs, place, frames=(), condition=(), **info) -> Node:
         return self.add_node(op, inputs, place, frames, condition, info)

@@ -94,10 +94,29 @@ GATE_OPS = ("pass", "dropout", "mul", "div")
 def stack_sources(graph, key: str) -> set[int]:
     """The values (ids) the stack `key`'s blocks read from outside the stack: its input stream, and masks or
     positions passed to every block."""
-    inside = [node for node in graph.nodes if any(frame.kind == "stack" and frame.key == key for frame in node.frames)]
+    inside = stack_members(graph).get(key, ())
     members = {id(node) for node in inside}
     return {id(parent) for node in inside for parent in node.inputs
             if id(parent) not in members and parent.op not in ("const", "attr")}
+
+
+def stack_members(graph) -> dict[str, list]:
+    """Stack key -> the graph's nodes inside that stack's blocks, from one pass over the graph (each of its stacks
+    asks), kept with the graph while it does not grow."""
+    kept = graph.stack_members
+    if kept is not None and kept[0] == len(graph.nodes):
+        return kept[1]
+    keys_of: dict[int, tuple[str, ...]] = {}  # id of a frames tuple (nodes of one scope share it) -> its stack keys
+    members: dict[str, list] = {}
+    for node in graph.nodes:
+        frames = node.frames
+        keys = keys_of.get(id(frames))
+        if keys is None:
+            keys = keys_of[id(frames)] = tuple(dict.fromkeys(frame.key for frame in frames if frame.kind == "stack"))
+        for key in keys:
+            members.setdefault(key, []).append(node)
+    graph.stack_members = (len(graph.nodes), members)
+    return members
 
 
 def _adds_back(add: Node, reached: Node, sources: set[int]) -> bool:
