@@ -1,7 +1,7 @@
-"""What a full check's process spends beside the check itself. Its exit skips Python's teardown of torch
-(cli.exit_without_teardown) and still does what an exit must: the report flushed to its pipe, the exit
-status, the exit handlers run, and a thread Python's exit waits for waited for. torch's objects, imported
-for the check, are frozen before the cyclic collector walks them (api.require_torch)."""
+"""What a check's process spends beside the check itself. Its exit skips Python's teardown (torch's, and the
+static engine's trees: cli.exit_without_teardown) and still does what an exit must: the report flushed to its
+pipe, the exit status, the exit handlers run, and a thread Python's exit waits for waited for. torch's objects,
+imported for the check, are frozen before the cyclic collector walks them (api.require_torch)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_a_full_check_exits_without_teardown_with_its_report_status_and_exit_han
     assert log == ["exit handler"]  # __main__ was not torn down (its finalizer did not run)
 
 
-def test_a_static_check_and_a_running_thread_exit_as_always(tmp_path):
+def test_a_static_check_exits_without_teardown_too_and_a_running_thread_as_always(tmp_path):
     pytest.importorskip("torch")
     (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
     shutil.copy(REPO_ROOT / "examples" / "tiny_gpt.py", tmp_path / "model.py")
@@ -78,8 +78,9 @@ def test_a_static_check_and_a_running_thread_exit_as_always(tmp_path):
     static, static_log = checked(tmp_path, "", "--static", "model.py")
     threaded, threaded_log = checked(tmp_path, "thread", "--exit-zero", "model.py")
 
-    assert static.returncode == 1 and json.loads(static.stdout)["findings"], static.stderr
-    assert static_log == ["exit handler", "torn down"]  # no torch imported: Python's own exit
+    assert static.returncode == 1, static.stderr
+    assert [(finding["code"], finding["line"]) for finding in json.loads(static.stdout)["findings"]] == FINDINGS
+    assert static_log == ["exit handler"]  # no torch imported, and no teardown either
     assert threaded.returncode == 0 and json.loads(threaded.stdout)["findings"], threaded.stderr
     assert sorted(threaded_log) == ["exit handler", "thread finished", "torn down"]
 
