@@ -454,10 +454,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if argv is None:  # the console script: this process is reslint's (see runner.settle_collector)
         reslint.runner.own_process = True
     status = run(argv)
+    reslint.runner.thaw_collector()  # what the static check froze goes back to the collector (see settle_collector)
     if argv is None:
         # Only as the console script: a caller that hands main its own arguments may catch SystemExit.
         exit_without_teardown(status)
-    reslint.runner.thaw_collector()
     sys.exit(status)
 
 
