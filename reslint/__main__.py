@@ -1,3 +1,3 @@
-from reslint.cli import main
+from reslint.cli import script
 
-main()
+script()

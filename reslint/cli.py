@@ -445,20 +445,29 @@ def silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def main(argv: Sequence[str] | None = None) -> NoReturn:
+def main(argv: Sequence[str] | None = None, *, script: bool = False) -> NoReturn:
+    """Run the CLI on `argv` (default: the process's arguments, this process then being reslint's: see
+    runner.settle_collector) and exit with its status. `script`: as the console script, ending the process
+    without Python's teardown after any check; otherwise only after one that imported torch, and only without
+    `argv` (a caller that hands main its own arguments may catch SystemExit)."""
     # A console that cannot encode a character of a message must not turn a report into a crash.
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    if argv is None:  # the console script: this process is reslint's (see runner.settle_collector)
+    if argv is None:
         reslint.runner.own_process = True
     status = run(argv)
     reslint.runner.thaw_collector()  # what the static check froze goes back to the collector (see settle_collector)
-    if argv is None:
-        # Only as the console script: a caller that hands main its own arguments may catch SystemExit.
+    if script or argv is None and "torch" in sys.modules:
         exit_without_teardown(status)
     sys.exit(status)
+
+
+def script() -> NoReturn:
+    """The `reslint` console script and `python -m reslint`: main on the process's arguments, the process then
+    ended without Python's teardown (see exit_without_teardown)."""
+    main(script=True)
 
 
 def exit_without_teardown(status: int) -> None:

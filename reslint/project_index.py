@@ -183,7 +183,7 @@ class ProjectIndex:
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
         self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
-        self._tree_keys: dict[Path, tuple[int, int, tuple[Path, str]]] = {}  # path -> (run, overlays, tree key)
+        self._tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = {}  # path -> (what it was when read, tree key)
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -206,23 +206,29 @@ class ProjectIndex:
             return None
 
     def syntax_tree(self, path: Path) -> ast.Module | None:
-        """The file's `ast` tree (cheap next to libcst's): for imports and call sites. A file is read once per run
-        (`new_run`) and per set of overlays: the classes of a checked file ask for the same few files a thousand
-        times, and reading and hashing each time was a tenth of the project index's work."""
+        """The file's `ast` tree (cheap next to libcst's): for imports and call sites. A file whose status (times,
+        size) has not changed since it was read in this run (`new_run`), under the same overlays, is not read and
+        hashed again: the classes of a checked file ask for the same few files a thousand times."""
         from reslint.file_gate import overlay_generation
 
-        generation = overlay_generation()
+        try:
+            status = os.stat(path)
+            seen = (ProjectIndex._run, overlay_generation(), status.st_mtime_ns, status.st_ctime_ns, status.st_size,
+                    status.st_ino)
+        except OSError:
+            seen = None
         remembered = self._tree_keys.get(path)
-        if remembered is not None and remembered[:2] == (ProjectIndex._run, generation):
-            known = self._trees.get(remembered[2])
+        if seen is not None and remembered is not None and remembered[0] == seen:
+            known = self._trees.get(remembered[1])
             if known is not None:
-                self._trees.move_to_end(remembered[2])
+                self._trees.move_to_end(remembered[1])
                 return known[0]
         source = self.source(path)
         if source is None:
             return None
         key = (path, hashlib.sha1(source).hexdigest())
-        self._tree_keys[path] = (ProjectIndex._run, generation, key)
+        if seen is not None:
+            self._tree_keys[path] = (seen, key)
         known = self._trees.get(key)
         if known is not None:
             self._trees.move_to_end(key)

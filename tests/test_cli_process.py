@@ -16,7 +16,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# `reslint check` through cli.main (as the console script runs it), with an exit handler, an object whose
+# `reslint check` through cli.script (the console script), with an exit handler, an object whose
 # finalizer only Python's teardown of __main__ runs, and optionally a non-daemon thread still running.
 CHECK = textwrap.dedent('''
     import atexit, sys, threading, time
@@ -40,9 +40,9 @@ CHECK = textwrap.dedent('''
         run = reslint.cli.run
         reslint.cli.run = lambda argv: (run(argv), checked.set())[0]
         threading.Thread(target=lambda: (checked.wait(), time.sleep(2), note("thread finished"))).start()
-    from reslint.cli import main
+    from reslint.cli import script
     sys.argv = ["reslint", "check", "--no-cache", "--jobs", "1", "--output-format", "json", *sys.argv[3:]]
-    main()
+    script()
 ''')
 
 FINDINGS = [("RL501", 15), ("RL103", 44)]  # of examples/tiny_gpt.py

@@ -508,3 +508,35 @@ def test_cross_file_links_resolve_in_a_project_that_lives_under_a_skipped_folder
                              "--jobs", "1", "--select", "RL103", "encoder.py", "vision.py"],
                             cwd=project, capture_output=True, text=True, timeout=600)
     assert json.loads(result.stdout)["findings"] == []
+
+
+def test_an_unchanged_file_is_read_once_per_run_and_overlay(tmp_path, monkeypatch):
+    """syntax_tree remembers which content a path had in this run: the classes of a checked file ask for the
+    same few files a thousand times. An overlay (a fix's re-check), a change of the file (a library caller's
+    check after it rewrote it) and a new run read the file again."""
+    from reslint.file_gate import overlaid
+
+    write(tmp_path, {"pyproject.toml": "", "layers.py": "class Block:\n    pass\n"})
+    path = tmp_path / "layers.py"
+    index = ProjectIndex(tmp_path)
+    reads = []
+    real_source = ProjectIndex.source
+    monkeypatch.setattr(ProjectIndex, "source", lambda self, file: reads.append(file) or real_source(self, file))
+
+    def names(tree) -> list[str]:
+        return [statement.name for statement in tree.body]
+
+    ProjectIndex.new_run()
+    assert names(index.syntax_tree(path)) == names(index.syntax_tree(path)) == ["Block"]
+    assert len(reads) == 1
+    with overlaid(path, b"class Fixed:\n    pass\n"):
+        assert names(index.syntax_tree(path)) == ["Fixed"]
+    assert names(index.syntax_tree(path)) == ["Block"]
+    assert len(reads) == 3
+
+    path.write_text("class Changed:\n    pass\n", encoding="utf-8")
+    assert names(index.syntax_tree(path)) == ["Changed"]
+    assert len(reads) == 4
+    ProjectIndex.new_run()
+    assert names(index.syntax_tree(path)) == ["Changed"]
+    assert len(reads) == 5
