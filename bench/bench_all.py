@@ -364,8 +364,9 @@ def bench_floor(tree: Path, repeat: int, step: int, peers: Peers, scratch: Path)
     targets = [str(path) for path in files]
     targets_file = scratch / "floor-targets.txt"
     targets_file.write_text("\n".join(targets), encoding="utf-8")
-    no_fixes = ("import sys, reslint; paths = open(sys.argv[1]).read().split(chr(10)); "
-                "reslint.check(paths, static=True, cache=False, jobs=1, fixes=False)")
+    # Ended as the console script ends (no teardown: cli.exit_without_teardown), so that only the fixes differ.
+    no_fixes = ("import os, sys, reslint; paths = open(sys.argv[1]).read().split(chr(10)); "
+                "reslint.check(paths, static=True, cache=False, jobs=1, fixes=False); os._exit(0)")
     what = f"every {step}th file of the tree" if step > 1 else "the whole tree"
     log(f"floor: libcst.parse_module vs reslint --static --jobs 1, fixes on and off ({repeat} runs each; "
         f"{len(files)} files, {len(analysed)} analysed)")
@@ -489,9 +490,13 @@ def bench_probe() -> list[Row]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.probe_overhead()
-    measure = ", ".join(f"{key} {value}" for key, value in result.items() if key not in ("time_ratio", "memory_ratio"))
-    return [Row("probe overhead (bench/bench_probe.py)", measure or "see ratios",
-                f"time {result['time_ratio']:.2f}x, memory {result['memory_ratio']:.2f}x")]
+    measure = (f"{result.get('model', 'model')} on {result.get('device', '?')}: forward+backward "
+               f"{result['bare_time_s']:.3f} s bare, {result['probe_time_s']:.3f} s probed "
+               f"(best of {result.get('repeat', '?')})")
+    goal = f"time <= {result['time_goal']}x, memory <= {result['memory_goal']}x"
+    met = result["time_ratio"] <= result["time_goal"] and result["memory_ratio"] <= result["memory_goal"]
+    return [Row("probe overhead (bench/bench_probe.py)", measure,
+                f"time {result['time_ratio']:.2f}x, memory {result['memory_ratio']:.2f}x", goal, judged(met))]
 
 
 # ----- report ---------------------------------------------------------------------------------

@@ -36,10 +36,11 @@ MAX_LIBCST_CHARACTERS = 512 * 1024
 NESTING_ERRORS = ("too many nested parentheses", "too many levels of indentation", "too many statically nested blocks")
 
 
-def analyse_source(source: SourceFile, settings: Settings,
-                   cached_only: bool = False) -> tuple[FileResult | None, bytes | None]:
+def analyse_source(source: SourceFile, settings: Settings, cached_only: bool = False,
+                   prepare: Callable[[FileResult, bytes], None] | None = None) -> tuple[FileResult | None, bytes | None]:
     """The file's unfiltered result (from the cache when possible; with `cached_only`, None when it is
-    not there) and its bytes (None: unreadable)."""
+    not there) and its bytes (None: unreadable). `prepare`: called on a result analysed here before the cache
+    keeps it (a static check's fixes go into the cache with the result)."""
     try:
         data = read_project_file(source.path, None, MAX_SOURCE_BYTES)
     except OSError as error:
@@ -57,6 +58,8 @@ def analyse_source(source: SourceFile, settings: Settings,
         return None, data
     if result is None:
         result = analyze_file(source.display, data, settings)
+        if prepare is not None:
+            prepare(result, data)
         if cache and result.cacheable:
             cache.store(source.display, data, source.path, result)
     return result, data

@@ -196,6 +196,8 @@ class FileResult:
     traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried to trace
     # A static check: the libcst module the engine parsed, for the fixers in the same process; never stored
     module: object = field(default=None, compare=False, repr=False)
+    # A static check: its fixes, checked beside the analysis (`fixes.prepared.FileFixes.to_dict`), cached with it
+    prepared_fixes: dict | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {
@@ -205,7 +207,7 @@ class FileResult:
             "links": self.links.to_dict(),
             "skipped": self.skipped,
             "traces": [trace.to_dict() for trace in self.traces],
-        }
+        } | ({"fixes": self.prepared_fixes} if self.prepared_fixes is not None else {})
 
     @classmethod
     def from_dict(cls, data: dict) -> FileResult:
@@ -216,6 +218,7 @@ class FileResult:
             links=FileLinks.from_dict(data.get("links", {})),
             skipped=bool(data.get("skipped", False)),
             traces=[TraceOutcome.from_dict(trace) for trace in data.get("traces", ())],
+            prepared_fixes=data.get("fixes"),
         )
 
 

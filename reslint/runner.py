@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from reslint.analysis import analyse_source, collector_paused, preload_torch
 from reslint.discovery import SourceFile, matches_glob, root_relative
 from reslint.filtering import decoded, file_text, is_reported, reported, unique
-from reslint.findings import Finding, ModelSummary, StackSummary, TraceOutcome
+from reslint.findings import FileResult, Finding, ModelSummary, StackSummary, TraceOutcome
 from reslint.project_facts import FileLinks
 from reslint.report import InternalError, Report
 from reslint.settings import Settings
@@ -25,7 +25,7 @@ from reslint.suppression import unused_noqa_findings
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-    from reslint.fixes.apply import FileFixes
+    from reslint.fixes.prepared import FileFixes
 
 
 # progress(done, total, phase): files done of total; phase "cache", "parsing", "tracing" or "linking"
@@ -61,7 +61,7 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
         pending = []
         for source in sources:
             tell(len(outcomes), total, "cache")
-            outcome = check_source(source, settings, cached_only=True)
+            outcome = check(source, settings, cached_only=True)  # with the fixes the cache keeps beside the result
             if outcome is None:
                 pending.append(source)
             else:
@@ -305,15 +305,33 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
     are checked here, while the engine's parse of it is at hand (a static check)."""
     try:
         with collector_paused() if settings.static else contextlib.nullcontext():
-            result, data = analyse_source(source, settings, cached_only)
+            prepared: list = []  # the fixes of a file analysed here, checked before its result is cached
+
+            def prepare(result: FileResult, data: bytes) -> None:
+                text = decoded(data)
+                findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text,
+                                    settings)
+                ready = fixes(source, data, text, result, findings, settings) if result.module is not None else None
+                prepared.append((findings, ready))
+                result.prepared_fixes = ready.to_dict(settings) if ready is not None else None
+
+            result, data = analyse_source(source, settings, cached_only, prepare if fixes is not None else None)
             if result is None:
                 return None
             text = decoded(data)
-            findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text, settings)
+            if prepared:
+                findings, ready = prepared[0]
+            else:
+                findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text,
+                                    settings)
+                ready = None
+                if fixes is not None and result.prepared_fixes is not None:  # kept in the cache with the result
+                    from reslint.fixes.prepared import FileFixes
+
+                    ready = FileFixes.from_dict(result.prepared_fixes, settings)
             outcome = FileOutcome(findings=findings, models=list(result.models), links=result.links,
-                                  skipped=result.skipped, display=source.display, traces=list(result.traces))
-            if fixes is not None and result.module is not None:
-                outcome.fixes = fixes(source, data, text, result, findings, settings)
+                                  skipped=result.skipped, display=source.display, traces=list(result.traces),
+                                  fixes=ready)
             del result
         if settings.static:
             settle_collector()

@@ -83,6 +83,33 @@ def test_cached_and_uncached_traced_runs_report_the_same(tmp_path):
     assert entries(project) == stored
 
 
+def test_a_warm_static_run_offers_the_cached_fixes_without_parsing(tmp_path, monkeypatch, capsys):
+    """The fixes a worker checked beside a file's analysis are cached with its result: a warm run neither analyses
+    the fixable files nor parses them again to offer their fixes (it did, in the parent, for every such file:
+    16 of the 19 CPU-s of a warm run over transformers' models). A fix of the project stage's findings (RL301's,
+    checked against the whole project) is left out: the parent checks those in every run."""
+    import libcst
+
+    project = copy_tree(REPO_ROOT / "fixtures" / "fixes", tmp_path / "fixes")
+    shutil.rmtree(project / "RL301")
+    monkeypatch.chdir(project)
+    real_parse = libcst.parse_module
+    parses: list[int] = []
+    monkeypatch.setattr(libcst, "parse_module", lambda *args, **kwargs: parses.append(1) or real_parse(*args, **kwargs))
+
+    def run() -> tuple[dict, int]:
+        parses.clear()
+        capsys.readouterr()
+        assert cli.run(["check", "--static", "--jobs", "1", "--exit-zero", "--output-format", "json",
+                        "--config", "reslint.toml", "."]) == 0
+        return json.loads(capsys.readouterr().out), len(parses)
+
+    cold, cold_parses = run()
+    warm, warm_parses = run()
+    assert sum(1 for finding in cold["findings"] if finding["fix"]) >= 5 and cold_parses > 0
+    assert warm == cold and warm_parses == 0
+
+
 @pytest.fixture
 def analysed(monkeypatch):
     """The display paths the engines analysed in each in-process run (cache misses), one set per run."""

@@ -44,6 +44,11 @@ class Edit:
         return {"content": self.content, "location": {"row": self.line, "column": self.column},
                 "end_location": {"row": self.end_line, "column": self.end_column}}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Edit:
+        return cls(data["location"]["row"], data["location"]["column"], data["end_location"]["row"],
+                   data["end_location"]["column"], data["content"])
+
 
 @dataclass(frozen=True)
 class Fix:
@@ -60,3 +65,7 @@ class Fix:
     def to_dict(self) -> dict:
         return {"applicability": self.applicability, "message": self.message,
                 "edits": [edit.to_dict() for edit in self.edits]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fix:
+        return cls(data["applicability"], data["message"], tuple(Edit.from_dict(edit) for edit in data["edits"]))

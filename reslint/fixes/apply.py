@@ -24,6 +24,7 @@ from reslint.discovery import SourceFile, root_relative
 from reslint.file_gate import overlaid
 from reslint.findings import FileResult, Finding, ModelSummary
 from reslint.fixes import Edit, Fix, fixer
+from reslint.fixes.prepared import FileFixes, fix_key, text_digest
 from reslint.fixes.source import Source, owner_class
 from reslint.settings import Settings
 
@@ -107,18 +108,6 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
             for finding in findings]
 
 
-@dataclass
-class FileFixes:
-    """A static check's fixes of one file, checked in the worker that analysed it (see `prepare_fixes`):
-    for each fixable finding (`fix_key`), its checked Fix or None; `digest`: of the text they were made for."""
-
-    digest: str
-    fixes: dict[tuple, Fix | None] = field(default_factory=dict)
-
-    def covers(self, text: str, findings: list[Finding]) -> bool:
-        return self.digest == text_digest(text) and all(fix_key(finding) in self.fixes for finding in findings)
-
-
 def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[Finding], findings: list[Finding],
                   settings: Settings) -> FileFixes | None:
     """`with_fixes` for one file of a static check, beside its analysis: the fixers read the libcst module
@@ -148,17 +137,6 @@ def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[F
                                              edits(checked[0], parsed.changes_to(checked[0])))
                                          if checked is not None else None)
     return ready
-
-
-def fix_key(finding: Finding) -> tuple:
-    """A finding as the worker and the parent both know it (the parent's are copies)."""
-    return finding.code, finding.path, finding.line, finding.column, finding.symbol, finding.message
-
-
-def text_digest(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def plan(findings: Iterable[Finding], settings: Settings, unsafe: bool, models: list[ModelSummary] = ()) -> list[FileFix]:
