@@ -307,10 +307,12 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
         with collector_paused() if settings.static else contextlib.nullcontext():
             prepared: list = []  # the fixes of a file analysed here, checked before its result is cached
 
+            def reported_of(result: FileResult, text: str) -> list[Finding]:
+                return reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text, settings)
+
             def prepare(result: FileResult, data: bytes) -> None:
                 text = decoded(data)
-                findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text,
-                                    settings)
+                findings = reported_of(result, text)
                 ready = fixes(source, data, text, result, findings, settings) if result.module is not None else None
                 prepared.append((findings, ready))
                 result.prepared_fixes = ready.to_dict(settings) if ready is not None else None
@@ -322,8 +324,7 @@ def check_source(source: SourceFile, settings: Settings, cached_only: bool = Fal
             if prepared:
                 findings, ready = prepared[0]
             else:
-                findings = reported([*result.findings, *unused_noqa_findings(text, source.display)], source, text,
-                                    settings)
+                findings = reported_of(result, text)
                 ready = None
                 if fixes is not None and result.prepared_fixes is not None:  # kept in the cache with the result
                     from reslint.fixes.prepared import FileFixes
