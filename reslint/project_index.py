@@ -286,12 +286,7 @@ class ProjectIndex:
         tree = self.syntax_tree(path)
         if tree is None:
             return []
-        known = _imports_of.get(id(tree))
-        if known is None or known[0] is not tree:  # read once per tree: asked once per class a file may build
-            if len(_imports_of) > 4096:
-                _imports_of.clear()
-            known = _imports_of[id(tree)] = (tree, read_imports(tree))  # kept with its tree: the id is not reused
-        return list(known[1])
+        return list(kept_with_tree(_imports_of, tree, read_imports))  # asked once per class a file may build
 
     def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
@@ -730,18 +725,27 @@ _node_fields: dict[type, tuple[str, ...]] = {}
 def named_calls(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
     """(func, line, top-level scope, whether that scope is a class) of every call `f(...)` or `m.f(...)` of a
     module, in `ast.walk` order per top-level statement: found once per tree, asked once per class built."""
-    known = _named_calls.get(id(tree))
-    if known is not None and known[0] is tree:
-        return known[1]
+    return kept_with_tree(_named_calls, tree, _named_calls_of)
+
+
+def _named_calls_of(tree: ast.Module) -> list[tuple[ast.expr, int, str, bool]]:
     found = []
     for statement, calls in zip(tree.body, calls_by_statement(tree)):
         scope = statement.name if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else ""
         in_class = isinstance(statement, ast.ClassDef)
         found.extend((func, line, scope, in_class) for func, line in calls)
-    if len(_named_calls) > 4096:
-        _named_calls.clear()
-    _named_calls[id(tree)] = (tree, found)  # the tree is kept with its calls, so its id is not reused
     return found
+
+
+def kept_with_tree(memo: dict, tree: ast.Module, read):
+    """`read(tree)`, computed once per tree and kept in `memo` by the tree's id with the tree itself (so that the
+    id is not reused while the entry lives); the memo is emptied past 4,096 trees."""
+    known = memo.get(id(tree))
+    if known is None or known[0] is not tree:
+        if len(memo) > 4096:
+            memo.clear()
+        known = memo[id(tree)] = (tree, read(tree))
+    return known[1]
 
 
 def calls_by_statement(tree: ast.Module) -> list[list[tuple[ast.expr, int]]]:
@@ -838,12 +842,7 @@ def field_defaults(tree: ast.Module, field: str) -> list[object]:
 def top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
     """The classes, functions and assigned names a module defines at its top level (under `if`/`try` too);
     read once per tree (each class of a checked file resolves its names through the same few files)."""
-    known = _definitions_of.get(id(tree))
-    if known is None or known[0] is not tree:
-        if len(_definitions_of) > 4096:
-            _definitions_of.clear()
-        known = _definitions_of[id(tree)] = (tree, _top_level_definitions(tree))  # kept with its tree: the id is not reused
-    return known[1]
+    return kept_with_tree(_definitions_of, tree, _top_level_definitions)
 
 
 def _top_level_definitions(tree: ast.Module) -> dict[str, ast.AST]:
