@@ -74,6 +74,11 @@ def as_exported(summary: dict) -> dict:
     return {**summary, "engine": summary["engine"].replace("traced (fx", "traced (export", 1)}
 
 
+def differences(fast: dict, exported: dict) -> dict:
+    """What a failure shows: each part that differs, as the fast path and export gave it."""
+    return {key: {"fast": fast[key], "export": exported[key]} for key in fast if fast[key] != exported[key]}
+
+
 def comparable(document: dict, fast: bool) -> dict:
     summaries = [as_exported(summary) if fast else summary for summary in document["summaries"]]
     traces = sorted(document["traces"], key=repr)
@@ -83,8 +88,9 @@ def comparable(document: dict, fast: bool) -> dict:
 
 def test_fast_path_gives_exports_findings_and_summaries_on_every_fixture_and_example(both_ways):
     fast, exported = both_ways
-    different = [path for path in exported if comparable(fast[path], True) != comparable(exported[path], False)]
-    assert different == []
+    different = {path: differences(comparable(fast[path], True), comparable(exported[path], False))
+                 for path in exported if comparable(fast[path], True) != comparable(exported[path], False)}
+    assert different == {}
     assert len(exported) >= 50  # the comparison is about something: the fast path served these files
 
 

@@ -29,6 +29,14 @@ def called_modules(capture) -> list[str]:
     return [node.target for node in capture.graph_module.graph.nodes if node.op == "call_module"]
 
 
+def innermost_modules(capture) -> list[str]:
+    """An exported graph's layers in order: the innermost module of each op's stack, blocks and the root left out."""
+    stacks = [list(node.meta["nn_module_stack"].values()) for node in capture.graph_module.graph.nodes
+              if node.meta.get("nn_module_stack")]
+    paths = dict.fromkeys(stack[-1][0] for stack in stacks)
+    return [path for path in paths if path and not any(other.startswith(path + ".") for other in paths)]
+
+
 def test_every_model_of_the_fixture_traces(traced):
     result, captures = traced
     assert result.findings == []
@@ -58,12 +66,14 @@ def test_experts_named_by_a_traced_index_behind_a_decorator_fx_refuses_are_captu
     assert experts == [f"layers.{layer}.experts.expert_{index}" for layer in range(2) for index in range(4)]
 
 
-def test_a_forecasters_output_distribution_is_captured_by_concrete_fx(traced):
-    """Autoformer: torch.distributions checks that its arguments are tensors and reads `loc.size()`."""
+def test_a_forecasters_output_distribution_is_captured_by_export_without_validation(traced):
+    """Autoformer: torch.distributions validates its values (`support.check(value).all()`), a data-dependent
+    test export stops at and draft_export answered from whatever the process had done before (the fast-path
+    comparison failed now and then). Off during export, as torch.compile turns it off for good: plain export."""
     _, captures = traced
     capture = captures["ForecastModel"]
-    assert capture.method == "concrete_fx"
-    assert called_modules(capture) == ["layers.0.norm", "layers.0.ff", "layers.1.norm", "layers.1.ff", "norm", "head"]
+    assert capture.method == "export"
+    assert innermost_modules(capture) == ["layers.0.norm", "layers.0.ff", "layers.1.norm", "layers.1.ff", "norm", "head"]
 
 
 def test_a_backbone_cut_to_fewer_layers_returns_as_many_stages_as_its_neck_reads(traced):

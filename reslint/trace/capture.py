@@ -105,14 +105,20 @@ def quiet() -> Iterator[None]:
 def export_capture(model: Any, inputs: Inputs) -> Any:
     import torch
 
-    return torch.export.export(model, tuple(inputs.args), dict(inputs.kwargs), strict=False)
+    from reslint.trace.concrete_fx import unvalidated_distributions
+
+    with unvalidated_distributions():
+        return torch.export.export(model, tuple(inputs.args), dict(inputs.kwargs), strict=False)
 
 
 def draft_capture(model: Any, inputs: Inputs, path: str, fallback: str = "") -> tuple[Any, list[str]]:
     """draft_export; `fallback` is the guard's `file:line` from export's own failure."""
     import torch
 
-    program = torch.export.draft_export(model, tuple(inputs.args), dict(inputs.kwargs), strict=False)
+    from reslint.trace.concrete_fx import unvalidated_distributions
+
+    with unvalidated_distributions():
+        program = torch.export.draft_export(model, tuple(inputs.args), dict(inputs.kwargs), strict=False)
     notes = []
     report = getattr(program, "_report", None)
     for failure in getattr(report, "failures", ()) or ():

@@ -133,7 +133,9 @@ def concrete_trace(model: Any, arguments: dict[str, Any]) -> Any:
 @contextlib.contextmanager
 def unvalidated_distributions() -> Iterator[None]:
     """torch.distributions checks that its arguments are tensors (a probabilistic forecaster's output
-    distribution, Autoformer's), which a proxy is not; the values are the example input's anyway."""
+    distribution, Autoformer's), which a proxy is not, and that their values are in its support, a
+    data-dependent test export stops at and draft_export answers from whatever the process ran before (the
+    first torch.compile turns it off for good); the values are the example input's anyway."""
     from torch.distributions import Distribution
 
     before = Distribution._validate_args
