@@ -195,6 +195,8 @@ def libcst_module(path: str, text: str, checked):
     """parse_source given CPython's answer (an AST or a SyntaxError)."""
     import libcst
 
+    from reslint.static.unvalidated_parse import parse_module
+
     if isinstance(checked, SyntaxError):
         if checked.msg in NESTING_ERRORS or longest_statement(text) > MAX_STATEMENT_TOKENS:
             return syntax_finding(path, checked)
@@ -210,7 +212,7 @@ def libcst_module(path: str, text: str, checked):
                              f"{MAX_LIBCST_CHARACTERS} (the syntax was checked)", path)
     try:
         lent = _lent_modules.get(text)
-        return lent if lent is not None else libcst.parse_module(text)
+        return lent if lent is not None else parse_module(text)
     except (libcst.ParserSyntaxError, RecursionError) as error:
         if isinstance(checked, SyntaxError):
             return syntax_finding(path, checked)

@@ -335,6 +335,8 @@ class ProjectIndex:
         engine sits above this index) of a project file; None when it does not parse."""
         import libcst as cst
 
+        from reslint.static.unvalidated_parse import parse_module
+
         path = Path(os.path.abspath(path))
         source = self.source(path)
         if source is None:
@@ -345,7 +347,7 @@ class ProjectIndex:
             self._indexes.move_to_end(key)
             return known[0]
         try:
-            index = index_class(cst.parse_module(source.decode("utf-8")))
+            index = index_class(parse_module(source.decode("utf-8")))
         except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
             index = None
         self._keep_index(key, index, len(source))

@@ -9,6 +9,7 @@ import libcst as cst
 
 from reslint.findings import Finding
 from reslint.static.positions import NEWLINE, CodeRanges, _RangeState
+from reslint.static.unvalidated_parse import parse_module
 
 # The node kinds that only lie inside a statement's own lines (never in the blank and comment lines
 # between statements): the kinds a lookup may answer from the one top-level statement at a line.
@@ -25,7 +26,7 @@ class Source:
 
     def __init__(self, text: str, module: cst.Module | None = None):
         self.text = text
-        self.module = module if module is not None else cst.parse_module(text)  # `module`: text's, parsed already
+        self.module = module if module is not None else parse_module(text)  # `module`: text's, parsed already
         self._of_kind: dict[type, list[cst.CSTNode]] = {}
         self._statements: Statements | None | bool = False  # False: not made yet
         self.statement_parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}  # see ScopedParents

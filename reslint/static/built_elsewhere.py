@@ -12,6 +12,7 @@ import libcst as cst
 from reslint.cross_file_reads import note
 from reslint.placement import PLACEMENT_FLAG_WORDS
 from reslint.static.index import UNKNOWN, ClassInfo, ModuleSpec
+from reslint.static.unvalidated_parse import parse_module
 
 
 def site_specs(index, source_path: str, info: ClassInfo) -> tuple[list[ModuleSpec], list]:
@@ -137,7 +138,7 @@ def arguments_from_stacks(path: str, class_name: str, source: str) -> tuple[dict
     from reslint.discovery import display_path
     from reslint.static.index import FileIndex
 
-    index = FileIndex(cst.parse_module(source), source_path=path)
+    index = FileIndex(parse_module(source), source_path=path)
     info = index.classes.get(class_name)
     if info is None:
         return {}, ""

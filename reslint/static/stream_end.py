@@ -18,6 +18,7 @@ from reslint.static import torch_api
 from reslint.static.graph import Node, reaches
 from reslint.static.index import BodyNodes, ClassInfo, FileIndex
 from reslint.static.norms import is_normalised
+from reslint.static.unvalidated_parse import parse_module
 
 KNOWN_HEADS = torch_api.PARAMETRISED_MODULES | {"linear"}
 LOADERS = ("from_config", "_from_config", "from_pretrained")
@@ -362,7 +363,7 @@ def _camel(snake: str) -> str:
 def consumed_in_file(path: str) -> frozenset[str]:
     """`consumed_classes` of a file, for the trace engine (which has the graph but not the file's other classes)."""
     try:
-        index = FileIndex(cst.parse_module(read_project_file(path, None, MAX_SOURCE_BYTES)))
+        index = FileIndex(parse_module(read_project_file(path, None, MAX_SOURCE_BYTES)))
     except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):
         return frozenset()
     classes = [info for info in index.classes.values() if index.is_module_class(info)]

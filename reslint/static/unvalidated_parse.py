@@ -1,0 +1,41 @@
+"""libcst's parse without its validation of the nodes its own parser makes.
+
+Every libcst node validates itself when it is made (`CSTNode.__post_init__` calls `_validate`: a whitespace
+node matches its text against a regular expression, a name checks it is an identifier, parentheses that
+they pair). For a node the parser makes from source that parsed, the checks cannot fail; they were 13 % of
+the parse of transformers' model files (libcst's own comment on `__post_init__` suggests skipping them
+when parsing a file). Here they are skipped for the thread that is parsing, and only while it parses: a
+node made anywhere else, by a fix or by another library in the same process, is validated as libcst
+validates it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_parsing: set[int] = set()  # idents of the threads inside parse_module now
+_installed = threading.Lock()
+
+
+def _validated_unless_parsing(node: Any, _parsing: set[int] = _parsing, _ident=threading.get_ident) -> None:
+    if _ident() not in _parsing:
+        node._validate()
+
+
+def parse_module(source: str | bytes, config: Any = None) -> Any:
+    """`libcst.parse_module(source)` (with `config` when given), its nodes unvalidated."""
+    import libcst
+    from libcst._nodes.base import CSTNode
+
+    if CSTNode.__post_init__ is not _validated_unless_parsing:
+        with _installed:
+            CSTNode.__post_init__ = _validated_unless_parsing
+    ident = threading.get_ident()
+    nested = ident in _parsing
+    _parsing.add(ident)
+    try:
+        return libcst.parse_module(source) if config is None else libcst.parse_module(source, config=config)
+    finally:
+        if not nested:
+            _parsing.discard(ident)

@@ -1,0 +1,79 @@
+"""The static engine's parse (reslint.static.unvalidated_parse): libcst's tree, without the validation of the
+nodes its parser makes, and libcst's validation everywhere else."""
+
+from __future__ import annotations
+
+import threading
+
+import libcst
+import pytest
+
+from golden import ROOT
+from reslint.static.unvalidated_parse import parse_module
+
+
+def python_files() -> list:
+    """A seventh of the fixtures and the examples; not the hostile ones (nested past any recursion limit: the
+    analysis turns them away before libcst, see analysis.libcst_module)."""
+    fixtures = [path for path in sorted((ROOT / "fixtures").rglob("*.py")) if "hostile" not in path.parts]
+    return fixtures[::7] + sorted((ROOT / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", python_files(), ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_the_tree_is_libcsts(path):
+    text = path.read_text(encoding="utf-8")
+    try:
+        expected = libcst.parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError) as error:  # the fixtures that do not parse fail alike
+        with pytest.raises(type(error)):
+            parse_module(text)
+        return
+    tree = parse_module(text)
+    assert tree.deep_equals(expected)
+    assert tree.code == text
+
+
+def test_the_parser_made_nodes_are_not_validated(monkeypatch):
+    """What the skip is for: `Name._validate` runs for every name libcst.parse_module makes, never for ours."""
+    checked = []
+    monkeypatch.setattr(libcst.Name, "_validate", lambda node: checked.append(node.value))
+    libcst.parse_module("x = y + z\n")
+    assert sorted(checked) == ["x", "y", "z"]
+    checked.clear()
+    parse_module("x = y + z\n")
+    assert checked == []
+
+
+def test_nodes_made_after_a_parse_are_validated():
+    parse_module("x = 1\n")
+    with pytest.raises(libcst.CSTValidationError):
+        libcst.Name("not a name")
+
+
+def test_nodes_made_after_a_parse_that_failed_are_validated():
+    with pytest.raises(libcst.ParserSyntaxError):
+        parse_module("def (:\n")
+    with pytest.raises(libcst.CSTValidationError):
+        libcst.Name("not a name")
+
+
+def test_another_thread_is_validated_while_one_parses(monkeypatch):
+    """The skip belongs to the parsing thread: a node another thread makes meanwhile is validated."""
+    raised: list[type] = []
+    real_parse = libcst.parse_module
+
+    def make_invalid_name():
+        try:
+            libcst.Name("not a name")
+        except libcst.CSTValidationError as error:
+            raised.append(type(error))
+
+    def parse_with_another_thread_meanwhile(source, **kwargs):
+        other = threading.Thread(target=make_invalid_name)
+        other.start()
+        other.join(10)
+        return real_parse(source, **kwargs)
+
+    monkeypatch.setattr(libcst, "parse_module", parse_with_another_thread_meanwhile)
+    assert parse_module("x = y\n").code == "x = y\n"
+    assert raised == [libcst.CSTValidationError]
