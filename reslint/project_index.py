@@ -312,9 +312,9 @@ class ProjectIndex:
         return sorted(found.items()), unread
 
     def config_index(self, path: Path, index_class):
-        """What `imported_configs` reads of a config module: its classes' defaults, read with `ast`
-        (`index_class.config_module`: the static engine's ConfigIndex), or with libcst (`file_index`) when
-        CPython does not parse it."""
+        """What `imported_configs` reads of a config module (its classes' defaults) and `is_module_class` of any
+        file (its classes' bases and methods), read with `ast` (`index_class.config_module`: the static engine's
+        ConfigIndex), or with libcst (`file_index`) when CPython does not parse it."""
         source = self.source(path)
         if source is None:
             return None
@@ -436,7 +436,9 @@ class ProjectIndex:
         return self._facts[key]
 
     def is_module_class(self, path: Path, name: str, index_class) -> bool:
-        index = self.file_index(path, index_class)
+        """Whether the class `name` of the file is an nn.Module: its bases and methods, read with `ast` (a libcst
+        parse of a large caller such as modular_rt_detr.py only to ask this: 0.3 CPU-s of a 325-file check)."""
+        index = self.config_index(path, index_class)
         info = index.classes.get(name) if index is not None else None
         return info is not None and index.is_module_class(info)
 

@@ -157,6 +157,47 @@ def test_a_checked_files_config_module_is_read_without_libcst(tmp_path, monkeypa
     assert parsed == [model.read_text()]
 
 
+def module_class_files() -> list[Path]:
+    try:
+        import transformers
+    except ImportError:
+        return sorted(REPO_ROOT.glob("fixtures/**/*.py"))[::9]
+    models = Path(transformers.__file__).parent / "models"
+    return sorted(REPO_ROOT.glob("fixtures/**/*.py"))[::9] + sorted(models.glob("*/modular_*.py"))[::25]
+
+
+@pytest.mark.parametrize("path", module_class_files(), ids=lambda path: path.name)
+def test_module_classes_read_with_ast_are_the_libcst_indexs(path: Path) -> None:
+    """ProjectIndex.is_module_class reads a caller's classes with `ast`: the same answer for every class."""
+    source = path.read_bytes()
+    try:
+        with_libcst = FileIndex(libcst.parse_module(source.decode()))
+    except (libcst.ParserSyntaxError, RecursionError, UnicodeDecodeError):
+        return  # the project index reads such a file with libcst anyway, or not at all
+    with_ast = config_index(source)
+    if with_ast is None:
+        return
+    assert {name: with_ast.is_module_class(info) for name, info in with_ast.classes.items()} == \
+        {name: with_libcst.is_module_class(info) for name, info in with_libcst.classes.items()}
+
+
+def test_the_module_classes_calling_a_norm_function_are_read_without_libcst(tmp_path, monkeypatch) -> None:
+    """fast_layer_norm is judged where it is written because layers.py's Block, a module, calls it: layers.py is
+    read with `ast` for that (a large modular_* caller cost more than the checked file's own parse)."""
+    project = tmp_path / "norm_function"
+    shutil.copytree(REPO_ROOT / "fixtures/project/norm_function", project)
+    (project / "pyproject.toml").write_text("[tool.reslint]\n")
+    parsed = []
+    parse_module = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda text, *args: parsed.append(text) or parse_module(text, *args))
+    functional = project / "pkg" / "functional.py"
+    result = analyze_file(str(functional), functional.read_bytes(), Settings(static=True, root=str(project)),
+                          str(functional))
+    assert [(finding.code, finding.line, finding.symbol) for finding in result.findings] == \
+        [("RL401", 8, "fast_layer_norm")]
+    assert parsed == [functional.read_text()]
+
+
 def test_a_config_module_cpython_rejects_is_still_read_by_libcst(tmp_path) -> None:
     # A form libcst accepts and CPython refuses: a `\\N{...}` escape of an unknown name.
     source = 'class TinyConfig:\n    n_layer = 3\n    label = "\\N{NOT A NAME}"\n'.encode()
