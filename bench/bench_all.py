@@ -17,7 +17,8 @@ alternately so that a change in the machine's load hits both. Peak RSS comes fro
 accounting of each child process (wait4). Cases:
 
   parse floor    transformers' models/ tree, `reslint check --static --no-cache --jobs 1` (CPU time) vs
-                 `libcst.parse_module` of the files it parses, in one process               goal <= 1.5x
+                 `libcst.parse_module` of the files it parses, in one process, the median of each round's
+                   ratio (the two run back to back)                                        goal <= 1.5x
                    its peak RSS, and on torch's largest file                               goal <= 300 MB
                    the same check with fix availability off; ruff on the same files (CPU)
                  (`--only-floor` runs this case alone into its own BENCHMARKS.md section)
@@ -383,12 +384,16 @@ def bench_floor(tree: Path, repeat: int, step: int, peers: Peers, scratch: Path)
         pairs.append((ruff, lambda: run_once([str(peers.ruff), "check", "--isolated", "--select", "ALL", "--no-cache",
                                               "--exit-zero", "--quiet", *targets], project)))
     alternate(pairs, repeat)
-    ratio = ours.cpu_median / floor.cpu_median
+    # Judged round by round: the machine's speed drifts by a third within minutes (the floor alone took 6.1 to
+    # 9.3 CPU-s in one series), and each round runs the floor and reslint back to back.
+    rounds = [subject.cpu_seconds / baseline.cpu_seconds for baseline, subject in zip(floor.runs, ours.runs)]
+    ratio = statistics.median(rounds)
     rows = [
         Row(f"`libcst.parse_module` of the {len(analysed):,} files reslint parses, one process",
             f"CPU {floor.cpu_median:.1f} s"),
         Row(f"`reslint check --static --no-cache --jobs 1`, same {len(files):,} files",
-            f"CPU {ours.cpu_median:.1f} s, peak RSS {ours.peak_rss_mb:.0f} MB", f"{ratio_text(ratio)} the parse",
+            f"CPU {ours.cpu_median:.1f} s, peak RSS {ours.peak_rss_mb:.0f} MB",
+            f"{ratio_text(ratio)} the parse (rounds {min(rounds):.2f}-{max(rounds):.2f})",
             "<= 1.5x the parse", judged(ratio <= 1.5)),
         Row("same, peak RSS of the one worker", f"{ours.peak_rss_mb:.0f} MB", "", "<= 300 MB",
             judged(ours.peak_rss_mb <= 300)),
@@ -399,7 +404,8 @@ def bench_floor(tree: Path, repeat: int, step: int, peers: Peers, scratch: Path)
         rows.append(Row("ruff `check --select ALL --no-cache`, same files", f"CPU {ruff.cpu_median:.1f} s",
                         f"reslint {ratio_text(ours.cpu_median / ruff.cpu_median)} ruff's CPU"))
     notes = [f"Parse floor: {what} ({len(files):,} files); CPU time (user + system) of fresh processes, interpreter "
-             "start-up included, medians alternated; the floor parses with the collector on, as a plain script does."]
+             "start-up included, alternated; the ratio is the median of each round's (the floor and reslint run back to "
+             "back); the floor parses with the collector on, as a plain script does."]
     largest = largest_python_file()
     if largest is not None:
         log(f"floor: peak RSS on {largest.name} ({largest.stat().st_size / 1e6:.1f} MB)")
