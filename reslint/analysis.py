@@ -145,7 +145,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
         result.reads = list(facts.reads)
         result.findings.extend(run_rules(facts, settings))
         if settings.static and fixable(result.findings):
-            result.module = module
+            result.module, result.syntax_tree = module, tree
         result.models.extend(facts.model_summaries())
         if links:
             result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree, training)

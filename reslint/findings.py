@@ -196,6 +196,8 @@ class FileResult:
     traces: list[TraceOutcome] = field(default_factory=list)  # the full check: each model it tried to trace
     # A static check: the libcst module the engine parsed, for the fixers in the same process; never stored
     module: object = field(default=None, compare=False, repr=False)
+    # ... and CPython's AST of the same text, which places the fixers' statements (None: they parse it)
+    syntax_tree: object = field(default=None, compare=False, repr=False)
     # A static check: its fixes, checked beside the analysis (`fixes.prepared.FileFixes.to_dict`), cached with it
     prepared_fixes: dict | None = field(default=None, compare=False, repr=False)
 

@@ -17,6 +17,9 @@ import reslint.static.index as index
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
 from reslint.static.positions import SourceMap
+from reslint.fixes.source import Source
+
+real_init = Source.__init__
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,6 +130,41 @@ def test_fixes_checked_beside_the_analysis_are_the_fixes_checked_afterwards(monk
     afterwards = checked(paths)
     assert beside == afterwards
     assert sum(finding["fix"] is not None for finding in afterwards) >= 10
+
+
+def test_the_fixers_place_statements_with_the_analysiss_own_syntax_tree(monkeypatch) -> None:
+    """The fixes checked beside a file's analysis place its statements with the CPython AST the analysis parsed,
+    not a second parse of the file; the plain way (a Source that parses its text) gives the same fixes. (The
+    parent's own fix checks, of files with a project-stage finding, have neither parse at hand.)"""
+    import reslint.fixes.apply as apply
+    import reslint.fixes.source as source_module
+
+    paths = sorted(REPO_ROOT.glob("fixtures/fixes/**/*.py")) + sorted(REPO_ROOT.glob("examples/**/*.py"))
+    originals = {path.read_text(encoding="utf-8") for path in paths}
+    lent: dict[str, bool] = {}  # an original text fixed beside its analysis -> whether its Source had the tree
+    beside: list[bool] = []
+    real_of, real_prepare = source_module.Statements.of.__func__, apply.prepare_fixes
+
+    def recorded(cls, source):
+        if beside and source.text in originals:
+            lent[source.text] = lent.get(source.text, True) and source.tree is not None
+        return real_of(cls, source)
+
+    def prepared(*args, **kwargs):
+        beside.append(True)
+        try:
+            return real_prepare(*args, **kwargs)
+        finally:
+            beside.pop()
+
+    monkeypatch.setattr(source_module.Statements, "of", classmethod(recorded))
+    monkeypatch.setattr(apply, "prepare_fixes", prepared)
+    shared = checked(paths)
+    assert sum(finding["fix"] is not None for finding in shared) >= 10
+    assert len(lent) >= 5 and all(lent.values())
+    monkeypatch.setattr(source_module.Source, "__init__", lambda self, text, module=None, tree=None:
+                        real_init(self, text, module))
+    assert checked(paths) == shared
 
 
 def test_each_fix_candidate_is_matched_against_the_text_once_for_the_edits_matching_it_again_gives(monkeypatch) -> None:

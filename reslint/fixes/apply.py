@@ -109,9 +109,10 @@ def with_fixes(findings: list[Finding], settings: Settings, models: list[ModelSu
 
 
 def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[Finding], findings: list[Finding],
-                  settings: Settings) -> FileFixes | None:
+                  settings: Settings, tree=None) -> FileFixes | None:
     """`with_fixes` for one file of a static check, beside its analysis: the fixers read the libcst module
-    the engine parsed (`module`, of `text`, decoded from `data`), and the re-check of the original text is the analysis's own
+    the engine parsed (`module`, of `text`, decoded from `data`; `tree`, CPython's AST of it, when the engine
+    parsed it too), and the re-check of the original text is the analysis's own
     findings (`analysed`, unfiltered), so that only candidate fixes are parsed and analysed again.
     `findings`: the file's reported findings. None when the file is not one `with_fixes` would read as it
     is (not UTF-8 without a BOM, or the engine read another text): it then does the work itself."""
@@ -124,7 +125,7 @@ def prepare_fixes(display: str, data: bytes, text: str, module, analysed: list[F
     except UnicodeDecodeError:
         return None
     ready = FileFixes(text_digest(text))
-    parsed = Parsed(text, module)
+    parsed = Parsed(text, module, tree)
     if not any(candidate(display, text, finding, parsed) for finding in wanted):
         ready.fixes = dict.fromkeys(map(fix_key, wanted))
         return ready
@@ -193,9 +194,10 @@ class Parsed:
     """One text's Source, parsed when a fixer first needs it and then shared by all its findings'
     fixers (fixers only read it: libcst trees are immutable)."""
 
-    def __init__(self, text: str, module=None):
+    def __init__(self, text: str, module=None, tree=None):
         self.text = text
         self.module = module  # the text's libcst module when the engine parsed it already
+        self.tree = tree  # and its CPython AST
         self.source: Source | None = None
         self.candidates: dict[tuple, str | None] = {}  # see candidate
         self.rechecked: dict[tuple[str, str, bool], list[Finding]] = {}  # see attempt
@@ -203,7 +205,7 @@ class Parsed:
 
     def get(self) -> Source:
         if self.source is None:
-            self.source = Source(self.text, self.module)
+            self.source = Source(self.text, self.module, self.tree)
         return self.source
 
     def changes_to(self, after: str) -> list[tuple[int, int, int, int]]:

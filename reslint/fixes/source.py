@@ -24,9 +24,10 @@ class Source:
     statements it asks about (`Statements`), and for the whole module (one pass over the whole tree)
     only where that cannot answer."""
 
-    def __init__(self, text: str, module: cst.Module | None = None):
+    def __init__(self, text: str, module: cst.Module | None = None, tree=None):
         self.text = text
         self.module = module if module is not None else parse_module(text)  # `module`: text's, parsed already
+        self.tree = tree  # CPython's AST of the text, parsed already (or None)
         self._of_kind: dict[type, list[cst.CSTNode]] = {}
         self._statements: Statements | None | bool = False  # False: not made yet
         self.statement_parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}  # see ScopedParents
@@ -261,10 +262,12 @@ class Statements:
         module = source.module
         if not module.has_trailing_newline:
             return None
+        tree = source.tree
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(source.text)
+            if tree is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(source.text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         starts, at = [], 0

@@ -20,6 +20,7 @@ def worker_fixes(source: SourceFile, data: bytes, text: str, result, findings: l
 
     try:
         remember_analysis(source.display, data, settings, result)
-        return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings)
+        return prepare_fixes(source.display, data, text, result.module, result.findings, findings, settings,
+                             result.syntax_tree)
     except Exception:  # noqa: BLE001 - the parent's own check of the fixes then says what is wrong
         return None
