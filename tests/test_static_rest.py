@@ -141,15 +141,22 @@ def test_real_config_modules_read_with_ast_give_the_libcst_indexs_defaults(path:
     assert field_values(with_ast, names) == field_values(with_libcst, names)
 
 
-def test_a_checked_files_config_module_is_read_without_libcst(tmp_path, monkeypatch) -> None:
-    project = tmp_path / "config_post"
-    shutil.copytree(REPO_ROOT / "fixtures/project/config_post", project)
+def analysed_counting_parses(fixture: str, checked: str, tmp_path, monkeypatch):
+    """A static analysis of `checked` in a copy of fixtures/project/`fixture`: (its result, its path, the texts
+    libcst parsed meanwhile)."""
+    project = tmp_path / fixture
+    shutil.copytree(REPO_ROOT / "fixtures/project" / fixture, project)
     (project / "pyproject.toml").write_text("[tool.reslint]\n")
     parsed = []
     parse_module = libcst.parse_module
     monkeypatch.setattr(libcst, "parse_module", lambda text, *args: parsed.append(text) or parse_module(text, *args))
-    model = project / "model.py"
-    result = analyze_file(str(model), model.read_bytes(), Settings(static=True, root=str(project)), str(model))
+    path = project / checked
+    return analyze_file(str(path), path.read_bytes(), Settings(static=True, root=str(project)), str(path)), path, parsed
+
+
+def test_a_checked_files_config_module_is_read_without_libcst(tmp_path, monkeypatch) -> None:
+    result, model, parsed = analysed_counting_parses("config_post", "model.py", tmp_path, monkeypatch)
+    project = model.parent
     # The Post-LN default is read from config.py ...
     assert [(finding.code, finding.line, finding.symbol) for finding in result.findings] == [("RL101", 15, "Block")]
     assert result.reads == [str(project / "config.py")]
@@ -184,15 +191,7 @@ def test_module_classes_read_with_ast_are_the_libcst_indexs(path: Path) -> None:
 def test_the_module_classes_calling_a_norm_function_are_read_without_libcst(tmp_path, monkeypatch) -> None:
     """fast_layer_norm is judged where it is written because layers.py's Block, a module, calls it: layers.py is
     read with `ast` for that (a large modular_* caller cost more than the checked file's own parse)."""
-    project = tmp_path / "norm_function"
-    shutil.copytree(REPO_ROOT / "fixtures/project/norm_function", project)
-    (project / "pyproject.toml").write_text("[tool.reslint]\n")
-    parsed = []
-    parse_module = libcst.parse_module
-    monkeypatch.setattr(libcst, "parse_module", lambda text, *args: parsed.append(text) or parse_module(text, *args))
-    functional = project / "pkg" / "functional.py"
-    result = analyze_file(str(functional), functional.read_bytes(), Settings(static=True, root=str(project)),
-                          str(functional))
+    result, functional, parsed = analysed_counting_parses("norm_function", "pkg/functional.py", tmp_path, monkeypatch)
     assert [(finding.code, finding.line, finding.symbol) for finding in result.findings] == \
         [("RL401", 8, "fast_layer_norm")]
     assert parsed == [functional.read_text()]
