@@ -77,3 +77,22 @@ def test_another_thread_is_validated_while_one_parses(monkeypatch):
     monkeypatch.setattr(libcst, "parse_module", parse_with_another_thread_meanwhile)
     assert parse_module("x = y\n").code == "x = y\n"
     assert raised == [libcst.CSTValidationError]
+
+
+def test_a_forked_child_does_not_inherit_another_threads_parse():
+    """A child forked while another thread parses has only the forking thread: the other's ident, reused by a
+    thread of the child, must not skip validation there."""
+    import os
+
+    from reslint.static import unvalidated_parse
+
+    other = threading.get_ident() + 1
+    unvalidated_parse._parsing.add(other)
+    try:
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if other not in unvalidated_parse._parsing else 1)
+        _, status = os.waitpid(child, 0)
+    finally:
+        unvalidated_parse._parsing.discard(other)
+    assert os.waitstatus_to_exitcode(status) == 0
