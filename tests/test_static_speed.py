@@ -17,9 +17,6 @@ import reslint.static.index as index
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
 from reslint.static.positions import SourceMap
-from reslint.fixes.source import Source
-
-real_init = Source.__init__
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,6 +159,7 @@ def test_the_fixers_place_statements_with_the_analysiss_own_syntax_tree(monkeypa
     shared = checked(paths)
     assert sum(finding["fix"] is not None for finding in shared) >= 10
     assert len(lent) >= 5 and all(lent.values())
+    real_init = source_module.Source.__init__
     monkeypatch.setattr(source_module.Source, "__init__", lambda self, text, module=None, tree=None:
                         real_init(self, text, module))
     assert checked(paths) == shared

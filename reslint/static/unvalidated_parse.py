@@ -16,7 +16,6 @@ import threading
 from typing import Any
 
 _parsing: set[int] = set()  # idents of the threads inside parse_module now
-_installed = threading.Lock()
 # A forked child has only the thread that forked: another's ident, reused by a thread of the child, must not skip.
 os.register_at_fork(after_in_child=lambda: _parsing.intersection_update({threading.get_ident()}))
 
@@ -26,19 +25,17 @@ def _validated_unless_parsing(node: Any, _parsing: set[int] = _parsing, _ident=t
         node._validate()
 
 
-def parse_module(source: str | bytes, config: Any = None) -> Any:
-    """`libcst.parse_module(source)` (with `config` when given), its nodes unvalidated."""
+def parse_module(source: str | bytes) -> Any:
+    """`libcst.parse_module(source)`, its nodes unvalidated."""
     import libcst
     from libcst._nodes.base import CSTNode
 
-    if CSTNode.__post_init__ is not _validated_unless_parsing:
-        with _installed:
-            CSTNode.__post_init__ = _validated_unless_parsing
+    CSTNode.__post_init__ = _validated_unless_parsing  # the same function each time: no lock needed
     ident = threading.get_ident()
     nested = ident in _parsing
     _parsing.add(ident)
     try:
-        return libcst.parse_module(source) if config is None else libcst.parse_module(source, config=config)
+        return libcst.parse_module(source)
     finally:
         if not nested:
             _parsing.discard(ident)
