@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from reslint.static.literals import literal_eval
+
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 INSTALL_DIRECTORIES = ("site-packages", "dist-packages")
 MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
@@ -837,7 +839,7 @@ def field_defaults(tree: ast.Module, field: str) -> list[object]:
                     expressions.append(node.value.args[1])
         for expression in expressions:
             try:
-                values.append(ast.literal_eval(expression))
+                values.append(literal_eval(expression))
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 continue
     return values

@@ -246,25 +246,37 @@ def test_a_source_is_freed_as_soon_as_it_is_dropped() -> None:
             gc.enable()
 
 
-# Wave 9: a static check's files are each checked with the collector paused; after each, one young collection
-# and what survives frozen (runner.settle_collector), in reslint's own processes only.
+# Wave 9: a static check's files are each checked with the collector paused; after each, what survives is
+# frozen (runner.settle_collector), in reslint's own processes only. Wave 17: without a young collection first.
 LEAK_CHECK = """
 import gc, sys
 import reslint.runner
 
-thaw = reslint.runner.thaw_collector
+thaw, settle = reslint.runner.thaw_collector, reslint.runner.settle_collector
+young_collections = settled = 0
 
 def frozen_cycles():  # what the console script froze, looked at just before it thaws it for Python's exit
     frozen = gc.get_freeze_count()
     gc.collect()  # what the check left unreachable and did not freeze
     gc.unfreeze()
     gc.set_debug(gc.DEBUG_SAVEALL)
+    print("files", settled, "young collections", young_collections)
     print("frozen", frozen, "cycles", gc.collect(), sorted({type(thing).__name__ for thing in gc.garbage})[:8])
     gc.set_debug(0)
     thaw()
 
-reslint.runner.thaw_collector = frozen_cycles
+def counted_settle():
+    global settled
+    settled += 1
+    settle()
+
+def count_young(phase, info):
+    global young_collections
+    young_collections += phase == "start" and info["generation"] == 0
+
+reslint.runner.thaw_collector, reslint.runner.settle_collector = frozen_cycles, counted_settle
 gc.collect()
+gc.callbacks.append(count_young)
 sys.argv = ["reslint", "check", "--static", "--no-cache", "--jobs", "1", "--exit-zero", *sys.argv[1:]]
 from reslint.cli import main
 main()
@@ -283,6 +295,9 @@ def test_the_console_scripts_static_check_freezes_no_cycle(tmp_path) -> None:
     line = run.stdout.strip().splitlines()[-1].split()
     assert line[0] == "frozen" and int(line[1]) > 0  # the console script settled the collector
     assert line[2:4] == ["cycles", "0"], run.stdout.splitlines()[-1]
+    # No young collection per file: only the collector's own, when the work between two files allocates enough.
+    files, young = (int(word) for word in run.stdout.strip().splitlines()[-2].split()[1::3])
+    assert files > 100 and young < files / 2, run.stdout.splitlines()[-2]
 
 
 def test_a_library_callers_objects_are_never_frozen() -> None:
@@ -505,3 +520,43 @@ def test_a_helper_that_cannot_return_an_optimizer_leaves_its_file_unread(tmp_pat
     sites, read_files = training_reads(tmp_path, monkeypatch, "\ndef make_optimizer(parameters):\n    return None\n")
     assert sites == []
     assert read_files == ["train.py"]
+
+
+LITERALS = ["'relu'", "b'x'", "r'\\d+'", "'\\N{BULLET}'", "1", "-1.5", "+2", "1+2j", "-1-2j", "(1, 'a', None)",
+            "[True, [False]]", "{1, 2}", "set()", "{'a': {'b': [1]}}", "{**x}", "x", "f(1)", "1 + 2", "-'a'", "2j + 1",
+            "set(1)", "lambda: 1"]
+UNPARSABLE_LITERALS = ["'\\N{nonsense}'", "'unterminated", "(", "  'indented'"]
+
+
+def test_literal_eval_answers_as_ast_literal_eval_does_and_leaves_no_cycle() -> None:
+    """`string_value` and the config readers evaluate literals without `ast.literal_eval`'s per-call reference
+    cycle, which the console script would freeze for the run (it no longer collects before freezing)."""
+    import gc
+    import re
+    import warnings
+
+    from reslint.static.literals import literal_eval
+
+    def answer(evaluate, given):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return "value", evaluate(given)
+        except Exception as error:  # noqa: BLE001 - the exception is the answer compared
+            return type(error).__name__, re.sub(r" at 0x[0-9a-f]+", "", str(error))  # a node parsed twice: two addresses
+
+    given = LITERALS + UNPARSABLE_LITERALS + [ast.parse(text, mode="eval").body for text in LITERALS]
+    assert [answer(literal_eval, item) for item in given] == [answer(ast.literal_eval, item) for item in given]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        for item in given:
+            answer(literal_eval, item)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        assert gc.collect() == 0, gc.garbage[:4]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if enabled:
+            gc.enable()

@@ -9,12 +9,12 @@ unknown rather than guessed.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
 
 from reslint.file_gate import MAX_CONFIG_BYTES, read_project_file
+from reslint.static.literals import literal_eval
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 BOOLEANS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
@@ -145,7 +145,7 @@ def scalar(text: str):
         return int(cleaned) if re.fullmatch(r"[-+]?\d+", cleaned) else float(cleaned)
     if text.startswith(("[", "{")):
         try:
-            return ast.literal_eval(re.sub(r"\b(true|false|null)\b",
+            return literal_eval(re.sub(r"\b(true|false|null)\b",
                                            lambda m: {"true": "True", "false": "False", "null": "None"}[m.group()],
                                            text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

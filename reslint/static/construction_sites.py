@@ -24,6 +24,7 @@ import ast
 import math
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +167,7 @@ class Finder:
                 tree = ast.parse(self.text(path)) if self.text(path) else None
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = None
-            self.readers[path] = FileReader(path, tree, self) if tree is not None else None
+            self.readers[path] = FileReader(path, tree, weakref.ref(self)) if tree is not None else None
         return self.readers[path]
 
     def calls_to(self, name: str, defining: str) -> list:
@@ -195,10 +196,12 @@ class Finder:
 class FileReader:
     """One project file's tree, imports and bindings, and the values its expressions spell."""
 
-    def __init__(self, path: str, tree: ast.Module, finder: Finder):
+    def __init__(self, path: str, tree: ast.Module, finder: Finder | weakref.ref):
+        """`finder`: a weak reference to it for a reader the finder keeps (Finder.reader): a reference cycle
+        would outlive the file in a static check, which frees its garbage without the cyclic collector."""
         self.path = path
         self.tree = tree
-        self.finder = finder
+        self._finder = finder
         nodes, self.parents = walk_with_parents(tree)
         self.calls = [node for node in nodes if type(node) is ast.Call]  # in `ast.walk`'s order, as every look reads them
         self.imports: dict[str, tuple[str, int, str]] = {}  # local -> (module, level, name; "" for a module)
@@ -228,6 +231,11 @@ class FileReader:
                 dest = argparse_dest(node)
                 if dest:
                     self.arguments.setdefault(dest, node)
+
+    @property
+    def finder(self) -> Finder:
+        finder = self._finder
+        return finder() if type(finder) is weakref.ref else finder
 
     # ----- names -------------------------------------------------------------------------------
 

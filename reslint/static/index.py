@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from reslint.static import torch_api
+from reslint.static.literals import literal_eval
 from reslint.static.walk import walk
 
 UNKNOWN = object()
@@ -885,7 +886,7 @@ def string_value(expr: cst.SimpleString):
     if spelled in _string_values:
         return _string_values[spelled]
     try:
-        value = expr.evaluated_value
+        value = literal_eval(spelled)  # libcst's `evaluated_value`, without ast.literal_eval's reference cycle
     except (SyntaxError, ValueError):
         value = None
     if len(_string_values) > 4096:
@@ -894,8 +895,7 @@ def string_value(expr: cst.SimpleString):
     return value
 
 
-# string_value's answers by spelling: each `ast.literal_eval` leaves a reference cycle (its inner functions) for
-# the cyclic collector, and a file spells the same few strings (`"relu"`, `"layer_norm"`) over and over.
+# string_value's answers by spelling: a file spells the same few strings (`"relu"`, `"layer_norm"`) over and over.
 _string_values: dict[str, str | bytes | None] = {}
 
 

@@ -401,16 +401,19 @@ def inside_blocks_elsewhere(source_path: str, name: str, reads: list[str], extra
 def _in_repeated_block(index: FileIndex, scope: str, name: str) -> bool:
     """Whether class `scope` of the file is the element of a repeated container (`nn.ModuleList([ATFBlock(...)
     for ...])`), or builds class `name` as one (`self.stages = nn.ModuleList([Stage(...) for ...])`)."""
-    def repeated_elements(spec):
-        if spec.kind == "container":
-            for element in spec.elements:
-                if spec.repeated:
-                    yield element.name
-                yield from repeated_elements(element)
-
     for info in index.classes.values():
         for spec in info.submodules.values():
-            for element in repeated_elements(spec):
+            for element in _repeated_elements(spec):
                 if element == scope or info.name == scope and element.rsplit(".", 1)[-1] == name:
                     return True
     return False
+
+
+def _repeated_elements(spec):
+    """The class names of the elements a container spec repeats, at any depth (not a closure: a recursive
+    closure is a reference cycle, which a static check's files must not leave)."""
+    if spec.kind == "container":
+        for element in spec.elements:
+            if spec.repeated:
+                yield element.name
+            yield from _repeated_elements(element)

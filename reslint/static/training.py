@@ -20,6 +20,7 @@ import os
 import re
 
 from reslint.static.construction_sites import walk_with_parents
+from reslint.static.literals import literal_eval
 from reslint.static.training_factories import OPTIMIZERS, Factory, factory_of
 from reslint.project_facts import (
     WARMUP_NO,
@@ -630,7 +631,7 @@ class TrainingReader:
         where = (call.lineno, call.col_offset + 1)
         if isinstance(resolved, ast.Dict):
             try:
-                data = ast.literal_eval(resolved)
+                data = literal_eval(resolved)
             except (ValueError, SyntaxError, TypeError, RecursionError):
                 data = None
             verdict = deepspeed_schedule(data) if isinstance(data, dict) else None

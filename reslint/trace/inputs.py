@@ -186,6 +186,8 @@ def processor_image_size(config: Any) -> tuple[int, int] | None:
     import pathlib
     import sys
 
+    from reslint.static.literals import literal_eval
+
     module = sys.modules.get(type(config).__module__)
     source = getattr(module, "__file__", None)
     if not source:
@@ -199,7 +201,7 @@ def processor_image_size(config: Any) -> tuple[int, int] | None:
             for statement in klass.body:
                 if isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets] == ["size"]:
                     try:
-                        size = ast.literal_eval(statement.value)
+                        size = literal_eval(statement.value)
                     except ValueError:
                         continue
                     if isinstance(size, dict) and isinstance(size.get("height"), int) and isinstance(size.get("width"), int) \

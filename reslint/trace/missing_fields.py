@@ -11,11 +11,12 @@ from their source, never imported.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 from collections import Counter
 from typing import Any
+
+from reslint.static.literals import literal_eval
 
 MISSING = re.compile(r"^'(\w+)' object has no attribute '(\w+)'$")
 MAX_FILLS = 8  # fields filled one build at a time
@@ -73,11 +74,11 @@ def library_default(name: str, module: str) -> Any:
             continue
         for found in pattern.findall(text):
             try:
-                value = ast.literal_eval(found.strip())
+                value = literal_eval(found.strip())
             except (ValueError, SyntaxError):
                 continue  # `1 / 0.07`: not a literal
             if isinstance(value, (int, float, str)) and not isinstance(value, bool):
                 counts[repr(value)] += 1
     if not counts:
         return None
-    return ast.literal_eval(counts.most_common(1)[0][0])
+    return literal_eval(counts.most_common(1)[0][0])
