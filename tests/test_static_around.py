@@ -560,3 +560,17 @@ def test_literal_eval_answers_as_ast_literal_eval_does_and_leaves_no_cycle() -> 
         gc.garbage.clear()
         if enabled:
             gc.enable()
+
+
+@pytest.mark.parametrize("word", ["optimizer", "LRScheduler", "lr_scheduler", "TrainingArguments", "deepspeed",
+                                  "param_groups", "lr_lambda", "WarmupLR", "warmup_steps"])
+def test_a_file_naming_training_vocabulary_is_read_for_training_code(monkeypatch, word) -> None:
+    """The training reader looks only at files whose text names its vocabulary (a word test, not a parse)."""
+    from reslint.static import training
+
+    read_files = []
+    read = training.TrainingReader.read
+    monkeypatch.setattr(training.TrainingReader, "read", lambda reader: read_files.append(word) or read(reader))
+    training.extract_training(f"x = {word}\n")
+    training.extract_training("import torch\n\nclass Block(torch.nn.Module):\n    'A residual block.'\n")
+    assert read_files == [word]
