@@ -126,11 +126,20 @@ def collector_paused() -> Iterator[None]:
 def static_analysis(result: FileResult, path: str, text: str, settings: Settings,
                     source_path: str | None = None, links: bool = True, training: bool = True) -> tuple[bool, bool]:
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
-    parse); (whether it parsed, whether it defines nn.Module classes)."""
-    module, tree = parse_with_ast(path, text)
-    if isinstance(module, Finding):
-        result.findings.append(module)
-        return False, False
+    parse); (whether it parsed, whether it defines nn.Module classes). A file whose CPython AST shows that
+    libcst's tree cannot add to its facts is not parsed by libcst (static.without_libcst)."""
+    from reslint.static.without_libcst import facts_without_libcst
+
+    checked = cpython_parse(text)
+    refused = refused_before_libcst(path, text, checked)
+    tree = None if isinstance(checked, SyntaxError) else checked
+    facts = facts_without_libcst(path, text, tree) if refused is None and tree is not None else None
+    module = None
+    if facts is None:
+        module = refused or parsed_by_libcst(path, text, checked)
+        if isinstance(module, Finding):
+            result.findings.append(module)
+            return False, False
 
     from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
@@ -142,10 +151,11 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
                                                               tree) if tree is not None else contextlib.nullcontext(), \
             cut_when_done():
-        facts = extract_facts(path, module, source_path, text=text, tree=tree)
+        if facts is None:
+            facts = extract_facts(path, module, source_path, text=text, tree=tree)
         result.reads = list(facts.reads)
         result.findings.extend(run_rules(facts, settings))
-        if settings.static and fixable(result.findings):
+        if settings.static and module is not None and fixable(result.findings):
             result.module, result.syntax_tree = module, tree
         result.models.extend(facts.model_summaries())
         if links:
@@ -194,10 +204,30 @@ def lent_module(text: str, module) -> Iterator[None]:
 
 def libcst_module(path: str, text: str, checked):
     """parse_source given CPython's answer (an AST or a SyntaxError)."""
+    return refused_before_libcst(path, text, checked) or parsed_by_libcst(path, text, checked)
+
+
+def parsed_by_libcst(path: str, text: str, checked):
+    """libcst's module of a text refused_before_libcst lets through, or the RL901 finding saying why not."""
     import libcst
 
     from reslint.static.unvalidated_parse import parse_module
 
+    try:
+        lent = _lent_modules.get(text)
+        return lent if lent is not None else parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError) as error:
+        if isinstance(checked, SyntaxError):
+            return syntax_finding(path, checked)
+        # CPython accepts the file but libcst does not: say so rather than call valid code invalid.
+        line, column = getattr(error, "raw_line", 1), getattr(error, "raw_column", 0) + 1
+        message = " ".join(str(error).split()) if isinstance(error, libcst.ParserSyntaxError) else "too deeply nested"
+        return Finding("RL901", f"cannot analyse: libcst cannot parse this file: {message}", path, line, column)
+
+
+def refused_before_libcst(path: str, text: str, checked) -> Finding | None:
+    """The finding that keeps a text from libcst's parser, given CPython's answer (an AST or a SyntaxError): a
+    syntax error, nesting libcst's stack may not survive, a text over the engine's size limit; None for none."""
     if isinstance(checked, SyntaxError):
         if checked.msg in NESTING_ERRORS or longest_statement(text) > MAX_STATEMENT_TOKENS:
             return syntax_finding(path, checked)
@@ -211,16 +241,7 @@ def libcst_module(path: str, text: str, checked):
             return syntax_finding(path, checked)
         return limit_finding(f"not analysed by the static engine: {len(text)} characters, over its limit of "
                              f"{MAX_LIBCST_CHARACTERS} (the syntax was checked)", path)
-    try:
-        lent = _lent_modules.get(text)
-        return lent if lent is not None else parse_module(text)
-    except (libcst.ParserSyntaxError, RecursionError) as error:
-        if isinstance(checked, SyntaxError):
-            return syntax_finding(path, checked)
-        # CPython accepts the file but libcst does not: say so rather than call valid code invalid.
-        line, column = getattr(error, "raw_line", 1), getattr(error, "raw_column", 0) + 1
-        message = " ".join(str(error).split()) if isinstance(error, libcst.ParserSyntaxError) else "too deeply nested"
-        return Finding("RL901", f"cannot analyse: libcst cannot parse this file: {message}", path, line, column)
+    return None
 
 
 def limit_finding(message: str, path: str, line: int = 1, column: int = 1, symbol: str = "") -> Finding:

@@ -917,3 +917,67 @@ def test_reaches_answers_as_the_whole_search_within_its_step_limit() -> None:
     # Within 6 steps the whole search is still in the old chain: no, as before.
     assert not reaches(target, source, True, limit=6)
     assert reaches(target, source, True, limit=9)
+
+
+def without_module_classes() -> list[Path]:
+    """Fixtures and examples, and transformers files that define no model: configurations, processors, tokenizers."""
+    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py") if "hostile" not in path.parts)
+    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
+    try:
+        import transformers
+    except ImportError:
+        return paths
+    models = Path(transformers.__file__).parent / "models"
+    return paths + [path for pattern in ("configuration_*.py", "*processing_*.py", "tokenization_*.py",
+                                         "feature_extraction_*.py") for path in sorted(models.glob(f"*/{pattern}"))[::20]]
+
+
+def test_files_the_ast_shows_without_models_give_the_engines_findings_and_facts(monkeypatch) -> None:
+    """A file with no module class and no function named like a norm is not parsed by libcst: the same
+    findings, models and links as the engine's, and the same facts but the config modules read for defaults
+    (nothing reads them)."""
+    import ast
+    import dataclasses
+
+    import reslint.static.without_libcst as without_libcst
+    from reslint.file_gate import decode_source
+    from reslint.static.engine import extract_facts
+
+    paths = without_module_classes()
+    shortcut = {path: analysed(path) for path in paths}
+    gated = 0
+    for path in paths:
+        try:
+            text = decode_source(path.read_bytes())
+            tree = ast.parse(text)
+        except (SyntaxError, UnicodeDecodeError, LookupError, ValueError):
+            continue
+        facts = without_libcst.facts_without_libcst(str(path), text, tree)
+        if facts is not None:
+            gated += 1
+            engines = extract_facts(str(path), cst.parse_module(text), str(path), text=text, tree=tree)
+            assert dataclasses.replace(engines, reads=[]) == facts, path
+    monkeypatch.setattr(without_libcst, "facts_without_libcst", lambda *args: None)
+    for path in paths:
+        assert analysed(path) == shortcut[path], path
+    assert gated > 20
+
+
+MODEL_FREE = {
+    "configuration_tiny.py": "from transformers import PretrainedConfig\n\n\nclass TinyConfig(PretrainedConfig):\n"
+                             "    def __init__(self, n_layer=2, layer_norm_eps=1e-5):\n        self.n_layer = n_layer\n",
+    "train.py": "import torch\nfrom torch.optim import AdamW\n\n\ndef train(model):\n"
+                "    optimizer = AdamW(model.parameters(), lr=1e-3)\n    return optimizer\n",
+    "norms.py": "import torch\n\n\ndef rms_norm(x, eps=1e-6):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n",
+    "block.py": "import torch.nn as nn\n\n\nclass Block(nn.Module):\n    pass\n",
+}
+
+
+def test_only_files_with_a_model_class_or_a_norm_function_are_parsed_by_libcst(tmp_path, monkeypatch) -> None:
+    parsed = []
+    parse_module = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda text, *args: parsed.append(text) or parse_module(text, *args))
+    for name, text in MODEL_FREE.items():
+        (tmp_path / name).write_text(text)
+        analyze_file(str(tmp_path / name), text.encode(), Settings(static=True), str(tmp_path / name))
+    assert parsed == [MODEL_FREE["norms.py"], MODEL_FREE["block.py"]]
