@@ -171,22 +171,6 @@ def fixable(findings: list[Finding]) -> bool:
     return any(finding.code in FIXERS for finding in findings)
 
 
-def parse_source(path: str, text: str):
-    """The libcst module, or the RL901 finding saying why the file cannot be analysed.
-
-    CPython's parser goes first: it is fast, it has hard limits on nesting, and it is the judge
-    of what is valid Python. libcst only sees files that cannot exhaust its stack.
-    """
-    return parse_with_ast(path, text)[0]
-
-
-def parse_with_ast(path: str, text: str):
-    """(parse_source's answer, CPython's AST of the text or None): the AST places statements for the
-    static engine's SourceMap."""
-    checked = cpython_parse(text)
-    module = libcst_module(path, text, checked)
-    return module, None if isinstance(checked, SyntaxError) or isinstance(module, Finding) else checked
-
 
 # Texts whose libcst module is made already: a fix's re-check (reslint.fixes.apply.attempt), see lent_module.
 _lent_modules: dict[str, object] = {}
@@ -200,11 +184,6 @@ def lent_module(text: str, module) -> Iterator[None]:
         yield
     finally:
         _lent_modules.pop(text, None)
-
-
-def libcst_module(path: str, text: str, checked):
-    """parse_source given CPython's answer (an AST or a SyntaxError)."""
-    return refused_before_libcst(path, text, checked) or parsed_by_libcst(path, text, checked)
 
 
 def parsed_by_libcst(path: str, text: str, checked):
@@ -226,8 +205,13 @@ def parsed_by_libcst(path: str, text: str, checked):
 
 
 def refused_before_libcst(path: str, text: str, checked) -> Finding | None:
-    """The finding that keeps a text from libcst's parser, given CPython's answer (an AST or a SyntaxError): a
-    syntax error, nesting libcst's stack may not survive, a text over the engine's size limit; None for none."""
+    """The finding that keeps a text from libcst's parser, given CPython's answer (an AST or a SyntaxError,
+    `cpython_parse`): a syntax error, nesting libcst's stack may not survive, a text over the engine's size
+    limit; None for none.
+
+    CPython's parser goes first: it is fast, it has hard limits on nesting, and it is the judge
+    of what is valid Python. libcst only sees files that cannot exhaust its stack.
+    """
     if isinstance(checked, SyntaxError):
         if checked.msg in NESTING_ERRORS or longest_statement(text) > MAX_STATEMENT_TOKENS:
             return syntax_finding(path, checked)

@@ -48,6 +48,20 @@ SYNTAX_ERROR = "def broken(:\n    pass\n"
 CLEAN = "VALUE = 1\n"
 
 
+def repository_sources(*transformers_patterns: tuple[str, int]) -> list[Path]:
+    """The fixtures (not the hostile ones) and examples, then every k-th transformers file of `models/*/` matching
+    each (pattern, k) when transformers is installed."""
+    root = Path(__file__).resolve().parent.parent
+    paths = sorted(path for path in root.glob("fixtures/**/*.py") if "hostile" not in path.parts)
+    paths += sorted(root.glob("examples/**/*.py"))
+    try:
+        import transformers
+    except ImportError:
+        return paths
+    models = Path(transformers.__file__).parent / "models"
+    return paths + [path for pattern, step in transformers_patterns for path in sorted(models.glob(f"*/{pattern}"))[::step]]
+
+
 def write(directory: Path, files: dict[str, str | bytes]) -> Path:
     for name, content in files.items():
         path = directory / name

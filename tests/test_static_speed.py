@@ -14,6 +14,7 @@ import reslint.fixes.worker as worker
 import reslint.static.dataflow as dataflow
 import reslint.static.engine as engine
 import reslint.static.index as index
+from cli_support import repository_sources
 from reslint.analysis import analyze_file
 from reslint.settings import Settings
 from reslint.static.positions import SourceMap
@@ -22,14 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def sample() -> list[Path]:
-    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py") if "hostile" not in path.parts)
-    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
-    try:
-        import transformers
-    except ImportError:
-        return paths
-    models = sorted(Path(transformers.__file__).parent.glob("models/*/modeling_*.py"))
-    return paths + models[::45]
+    return repository_sources(("modeling_*.py", 45))
 
 
 def libcst_walk(root, *visitors) -> None:
@@ -921,15 +915,8 @@ def test_reaches_answers_as_the_whole_search_within_its_step_limit() -> None:
 
 def without_module_classes() -> list[Path]:
     """Fixtures and examples, and transformers files that define no model: configurations, processors, tokenizers."""
-    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py") if "hostile" not in path.parts)
-    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
-    try:
-        import transformers
-    except ImportError:
-        return paths
-    models = Path(transformers.__file__).parent / "models"
-    return paths + [path for pattern in ("configuration_*.py", "*processing_*.py", "tokenization_*.py",
-                                         "feature_extraction_*.py") for path in sorted(models.glob(f"*/{pattern}"))[::20]]
+    return repository_sources(("configuration_*.py", 20), ("*processing_*.py", 20), ("tokenization_*.py", 20),
+                              ("feature_extraction_*.py", 20))
 
 
 def test_files_the_ast_shows_without_models_give_the_engines_findings_and_facts(monkeypatch) -> None:

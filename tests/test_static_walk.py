@@ -11,6 +11,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from cli_support import repository_sources
 from reslint.static.walk import walk
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,14 +53,7 @@ class SkipsFunctions(cst.CSTVisitor):
 
 
 def sources() -> list[Path]:
-    paths = sorted(path for path in REPO_ROOT.glob("fixtures/**/*.py") if "hostile" not in path.parts)
-    paths += sorted(REPO_ROOT.glob("examples/**/*.py"))
-    try:
-        import transformers
-    except ImportError:
-        return paths
-    models = sorted(Path(transformers.__file__).parent.glob("models/*/modeling_*.py"))
-    return paths + models[::60]
+    return repository_sources(("modeling_*.py", 60))
 
 
 def parsed(path: Path) -> cst.Module | None:

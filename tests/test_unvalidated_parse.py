@@ -14,7 +14,7 @@ from reslint.static.unvalidated_parse import parse_module
 
 def python_files() -> list:
     """A seventh of the fixtures and the examples; not the hostile ones (nested past any recursion limit: the
-    analysis turns them away before libcst, see analysis.libcst_module)."""
+    analysis turns them away before libcst, see analysis.refused_before_libcst)."""
     fixtures = [path for path in sorted((ROOT / "fixtures").rglob("*.py")) if "hostile" not in path.parts]
     return fixtures[::7] + sorted((ROOT / "examples").glob("*.py"))
 

@@ -146,8 +146,8 @@ def scalar(text: str):
     if text.startswith(("[", "{")):
         try:
             return literal_eval(re.sub(r"\b(true|false|null)\b",
-                                           lambda m: {"true": "True", "false": "False", "null": "None"}[m.group()],
-                                           text))
+                                       lambda m: {"true": "True", "false": "False", "null": "None"}[m.group()],
+                                       text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return text
     return text
