@@ -341,22 +341,30 @@ def analysed_files(files: list[Path]) -> list[Path]:
 
 
 def libcst_parsed_files(files: list[Path]) -> list[Path]:
-    """Of the analysed files, those reslint parses with libcst: the others' CPython AST shows no module class
-    and no norm function (reslint.static.without_libcst)."""
-    from reslint.analysis import cpython_parse, refused_before_libcst
-    from reslint.file_gate import decode_source
-    from reslint.static.without_libcst import facts_without_libcst
+    """Of the analysed files, those reslint parses with libcst (the others' CPython AST shows no module class
+    and no norm function: reslint.static.without_libcst), as a static analysis of each file shows."""
+    import libcst
 
+    from reslint.analysis import analyze_file
+    from reslint.file_gate import decode_source
+    from reslint.settings import Settings
+
+    parsed: set[str] = set()
+    parse_module = libcst.parse_module
+    libcst.parse_module = lambda source, *args, **kwargs: parsed.add(source) or parse_module(source, *args, **kwargs)
     chosen = []
-    for path in files:
-        try:
-            text = decode_source(path.read_bytes())
-        except (UnicodeDecodeError, SyntaxError, LookupError):
-            continue
-        checked = cpython_parse(text)
-        if isinstance(checked, SyntaxError) or refused_before_libcst(str(path), text, checked) is not None \
-                or facts_without_libcst(str(path), text, checked) is None:
-            chosen.append(path)
+    try:
+        for path in files:
+            parsed.clear()
+            data = path.read_bytes()
+            analyze_file(str(path), data, Settings(static=True), str(path))
+            try:
+                if decode_source(data) in parsed:
+                    chosen.append(path)
+            except (UnicodeDecodeError, SyntaxError, LookupError):
+                continue
+    finally:
+        libcst.parse_module = parse_module
     return chosen
 
 
