@@ -15,14 +15,15 @@ from reslint.analysis import (BLOCK_FIELDS, MAX_NESTING, analyze_file, header_le
 from reslint.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cli_support import repository_sources  # noqa: E402
 from test_static_speed import sample, whole_walk  # noqa: E402
 
 STATIC = Settings(static=True)
 
 
-def parsed_sample():
-    """(path, text, CPython's tree) of each file of test_static_speed's sample that parses."""
-    for path in sample():
+def parsed_sample(paths=None):
+    """(path, text, CPython's tree) of each file of `paths` (test_static_speed's sample) that parses."""
+    for path in sample() if paths is None else paths:
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             yield path, text, ast.parse(text)
@@ -146,8 +147,10 @@ def test_the_bound_holds_on_every_statement_of_real_code():
 
 @pytest.mark.parametrize("limit", [3, 6, 10, 16])
 def test_with_small_limits_real_code_gets_the_whole_walks_answer_when_past_them(limit):
+    # Every 9th modeling file: about one in five nests past 16, so a new transformers release that shifts the
+    # sample still leaves several past the largest limit (every 45th left two in 5.25).
     past = 0
-    for path, text, tree in parsed_sample():
+    for path, text, tree in parsed_sample(repository_sources(("modeling_*.py", 9))):
         exact = whole_walk(tree)
         bounded = nesting(tree, text, limit)
         if exact[0] > limit:
