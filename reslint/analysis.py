@@ -9,6 +9,7 @@ import re
 import dataclasses
 import gc
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -424,6 +425,10 @@ def _deep_stack_jobs():
 
 
 def _serve_deep_stack(jobs) -> None:
+    # Ctrl-C and SIGTERM go to the main thread: one the kernel hands this thread leaves the main thread asleep
+    # (in a worker's select on its trace child) with Python's handler pending until it wakes.
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     while True:
         job = jobs.get()
         try:

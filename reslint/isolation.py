@@ -36,6 +36,7 @@ from typing import Any
 
 MAX_MESSAGE_BYTES = 64 << 20
 STOP_GRACE_SECONDS = 5.0  # how long the keeper may take to kill the tree before it is killed itself
+SIGNAL_POLL_SECONDS = 0.5  # the longest a wait on a child sleeps before Python's pending signal handlers run
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -318,7 +319,10 @@ def _wait(pid: int, reader: int, timeout: float | None, then_timeout: float | No
             if remaining is not None and remaining <= 0:
                 _kill(pid)
                 return ended(ChildFailure(f"timed out after {(then_timeout if delivered else timeout):g} s", *stage))
-            ready, _, _ = select.select([reader], [], [], remaining)
+            # In slices: a signal another thread of this process took runs its Python handler here only
+            # between two waits (the SIGTERM that stops a worker, a Ctrl-C).
+            ready, _, _ = select.select([reader], [], [], SIGNAL_POLL_SECONDS if remaining is None
+                                        else min(remaining, SIGNAL_POLL_SECONDS))
             if not ready:
                 continue
             chunk = os.read(reader, 1 << 16)

@@ -11,7 +11,7 @@ import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from reslint.analysis import analyse_source, collector_paused, preload_torch
 from reslint.discovery import SourceFile, matches_glob, root_relative
@@ -101,14 +101,14 @@ def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,
              progress: Callable[[], None] = lambda: None) -> tuple[list[FileOutcome], list[SourceFile]]:
     """`check` for each source in a process pool: the outcomes, and the sources whose worker died
     before finishing them (the pool breaks then; the other files' outcomes are kept)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(max_workers=workers, initializer=stop_on_sigterm)
     outcomes, lost = [], []
     try:
         futures = {pool.submit(check, source, settings): source for source in sources}
-        for future in as_completed(futures):
+        for future in completed(futures):
             try:
                 outcomes.append(future.result())
                 progress()
@@ -119,6 +119,17 @@ def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,
         raise
     pool.shutdown()
     return outcomes, sorted(lost, key=lambda source: source.display)
+
+
+def completed(futures, poll_seconds: float = 0.5) -> Iterator:
+    """The futures as they finish (`as_completed`), waited for in slices: Ctrl-C taken by another thread of
+    this process (the pool's) runs its handler, KeyboardInterrupt, in the main thread only between two waits."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=poll_seconds, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 def check_source_isolated(source: SourceFile, settings: Settings) -> FileOutcome:

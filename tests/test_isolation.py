@@ -103,6 +103,65 @@ def test_ctrl_c_stops_the_workers_and_their_children_and_exits_130(tmp_path):
     assert not pids, f"workers' children still running: {sorted(pids)}"
 
 
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture
+def signal_taken_by_another_thread():
+    """Sends SIGUSR1, whose handler raises Interrupted, to a helper thread after `delay` seconds: the kernel may
+    hand a process-directed Ctrl-C or SIGTERM to any thread that does not block it, and then the main thread's
+    wait is not interrupted; Python runs the handler in the main thread when that thread next runs bytecode."""
+    import threading
+
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: (_ for _ in ()).throw(Interrupted()))
+
+    def send(delay: float) -> None:
+        def in_helper():
+            time.sleep(delay)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+        threading.Thread(target=in_helper, daemon=True).start()
+
+    yield send
+    signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_wait_on_a_child_runs_a_signal_another_thread_took(signal_taken_by_another_thread):
+    signal_taken_by_another_thread(0.2)
+    started = time.monotonic()
+    with pytest.raises(Interrupted):
+        run_isolated(time.sleep, 60, timeout=120)
+    assert time.monotonic() - started < 20  # not the child's 60 s
+
+
+def test_the_pool_wait_runs_a_signal_another_thread_took(signal_taken_by_another_thread):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reslint.runner import completed
+
+    import threading
+
+    finish = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(finish.wait, 60)
+        signal_taken_by_another_thread(0.2)
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            list(completed([future]))
+        assert time.monotonic() - started < 20  # not the task's 60 s
+        finish.set()
+        assert {done.result() for done in completed([future, pool.submit(int, "7")])} == {True, 7}
+
+
+def test_the_deep_stack_thread_leaves_ctrl_c_and_sigterm_to_the_main_thread():
+    from reslint.analysis import on_deep_stack
+
+    blocked = on_deep_stack(signal.pthread_sigmask, signal.SIG_BLOCK, set())
+    assert {signal.SIGINT, signal.SIGTERM} <= blocked
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
 def still_running(pid):
     try:
         os.kill(pid, 0)
