@@ -9,9 +9,10 @@ import functools
 import os
 import signal
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from reslint.analysis import analyse_source, collector_paused, preload_torch
 from reslint.discovery import SourceFile, matches_glob, root_relative

@@ -114,7 +114,10 @@ def signal_taken_by_another_thread():
     wait is not interrupted; Python runs the handler in the main thread when that thread next runs bytecode."""
     import threading
 
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: (_ for _ in ()).throw(Interrupted()))
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
 
     def send(delay: float) -> None:
         def in_helper():
@@ -136,11 +139,10 @@ def test_a_wait_on_a_child_runs_a_signal_another_thread_took(signal_taken_by_ano
 
 
 def test_the_pool_wait_runs_a_signal_another_thread_took(signal_taken_by_another_thread):
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from reslint.runner import completed
-
-    import threading
 
     finish = threading.Event()
     with ThreadPoolExecutor(1) as pool:
