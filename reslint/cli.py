@@ -481,8 +481,10 @@ def exit_without_teardown(status: int) -> None:
     import atexit
     import threading
 
-    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
-           if thread is not threading.main_thread()):
+    # After Ctrl-C no thread is waited for: the workers are stopped, and Python's exit would join the process
+    # pool's manager thread, which a worker stopped halfway through sending a result can leave blocked for good.
+    if status != EXIT_INTERRUPTED and any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+                                          if thread is not threading.main_thread()):
         return
     try:
         sys.stdout.flush()

@@ -253,7 +253,10 @@ def normed_elsewhere(project, path: str, stack: StackSummary) -> StackSummary:
 
 
 def stop_on_sigterm() -> None:
-    """In a worker: SIGTERM kills the child tracing user code, then the worker."""
+    """In a worker: SIGTERM kills the child tracing user code, then the worker. Ctrl-C is the parent's to handle
+    (it reaches the whole process group): a worker that raised KeyboardInterrupt in its task would send it back
+    through the result pipe while the parent terminates it, and a message cut halfway leaves the pool's
+    manager thread reading forever."""
     global own_process
     own_process = True
 
@@ -264,6 +267,7 @@ def stop_on_sigterm() -> None:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:

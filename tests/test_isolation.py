@@ -164,6 +164,39 @@ def test_the_deep_stack_thread_leaves_ctrl_c_and_sigterm_to_the_main_thread():
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
 
 
+def test_a_workers_task_goes_on_through_ctrl_c():
+    """Ctrl-C reaches the whole process group; the parent handles it (and terminates the workers). A worker that
+    raised KeyboardInterrupt would send it back through the result pipe while being terminated."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from reslint.runner import stop_on_sigterm
+
+    with ProcessPoolExecutor(1, initializer=stop_on_sigterm) as pool:
+        worker = pool.submit(os.getpid).result()
+        slow = pool.submit(time.sleep, 1.0)
+        time.sleep(0.3)
+        os.kill(worker, signal.SIGINT)
+        try:
+            outcome = slow.result(timeout=30)
+        except BaseException as error:  # noqa: BLE001 - a KeyboardInterrupt sent back fails this test, not the session
+            outcome = error
+        assert outcome is None
+
+
+def test_after_ctrl_c_the_console_scripts_exit_waits_for_no_thread():
+    """A non-daemon thread still running (the process pool's manager, blocked on a worker stopped halfway
+    through a result) holds up Python's exit; after Ctrl-C the script ends without it. Other exits still wait."""
+    import sys
+
+    script = ("import sys, threading, time; from reslint.cli import exit_without_teardown; "
+              "threading.Thread(target=time.sleep, args=(120,)).start(); "
+              "exit_without_teardown(int(sys.argv[1])); print('returned', flush=True); import os; os._exit(0)")
+    interrupted = subprocess.run([sys.executable, "-c", script, "130"], capture_output=True, text=True, timeout=60)
+    assert interrupted.returncode == 130 and interrupted.stdout == ""
+    finished = subprocess.run([sys.executable, "-c", script, "1"], capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0 and finished.stdout == "returned\n"
+
+
 def still_running(pid):
     try:
         os.kill(pid, 0)
