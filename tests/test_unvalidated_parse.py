@@ -96,3 +96,46 @@ def test_a_forked_child_does_not_inherit_another_threads_parse():
     finally:
         unvalidated_parse._parsing.discard(other)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.fixture
+def own_process(monkeypatch):
+    """A process of reslint's own (the console script, a pool worker): see reslint.runner.own_process."""
+    import reslint.runner
+
+    monkeypatch.setattr(reslint.runner, "own_process", True)
+
+
+@pytest.mark.parametrize("path", python_files()[::3], ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_in_reslints_own_process_the_tree_is_libcsts(own_process, path):
+    text = path.read_text(encoding="utf-8")
+    try:
+        expected = libcst.parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError):
+        return
+    tree = parse_module(text)
+    assert tree.deep_equals(expected) and tree.code == text
+
+
+def test_in_reslints_own_process_no_check_runs_per_node_and_validation_comes_back(own_process, monkeypatch):
+    """No thread but the parsing one makes nodes there: the whole class skips validation during the parse (no
+    Python call per node), and every node made after it is validated again, also after a parse that failed."""
+    from libcst._nodes.base import CSTNode
+
+    checked, during = [], []
+    real_parse = libcst.parse_module
+
+    def recording_parse(source, **kwargs):
+        during.append(CSTNode.__post_init__)
+        return real_parse(source, **kwargs)
+
+    monkeypatch.setattr(libcst.Name, "_validate", lambda node: checked.append(node.value))
+    monkeypatch.setattr(libcst, "parse_module", recording_parse)
+    assert parse_module("x = y + z\n").code == "x = y + z\n"
+    assert checked == [] and during == [object.__init__]
+    libcst.Name("made after")
+    assert checked == ["made after"]
+    with pytest.raises(libcst.ParserSyntaxError):
+        parse_module("def (:\n")
+    libcst.Name("made after a failed parse")
+    assert checked == ["made after", "made after a failed parse"]

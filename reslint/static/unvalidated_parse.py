@@ -7,11 +7,17 @@ of the parse of transformers' model files (libcst's own comment on `__post_init_
 when parsing a file). Here they are skipped for the thread that is parsing, and only while it parses: a
 node made anywhere else, by a fix or by another library in the same process, is validated as libcst
 validates it.
+
+In a process of reslint's own (the console script, a pool worker: `reslint.runner.own_process`) no other
+thread makes libcst nodes while one parses (the main thread waits for the deep-stack thread that parses), so
+there the check per node is not even asked: during the parse `__post_init__` is object's C-level `__init__`, a
+Python call less per node (about 5 % of the parse of transformers' model files).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -30,12 +36,20 @@ def parse_module(source: str | bytes) -> Any:
     import libcst
     from libcst._nodes.base import CSTNode
 
-    CSTNode.__post_init__ = _validated_unless_parsing  # the same function each time: no lock needed
     ident = threading.get_ident()
     nested = ident in _parsing
+    CSTNode.__post_init__ = object.__init__ if _alone() else _validated_unless_parsing
     _parsing.add(ident)
     try:
         return libcst.parse_module(source)
     finally:
         if not nested:
             _parsing.discard(ident)
+            CSTNode.__post_init__ = _validated_unless_parsing  # the same function each time: no lock needed
+
+
+def _alone() -> bool:
+    """Whether this is a process of reslint's own (read from the runner without importing it: a parse for a
+    library caller never loads it)."""
+    runner = sys.modules.get("reslint.runner")
+    return bool(getattr(runner, "own_process", False))
