@@ -38,9 +38,9 @@ def parse_module(source: str | bytes) -> Any:
 
     ident = threading.get_ident()
     nested = ident in _parsing
-    CSTNode.__post_init__ = object.__init__ if _alone() else _validated_unless_parsing
     _parsing.add(ident)
     try:
+        CSTNode.__post_init__ = object.__init__ if _alone() else _validated_unless_parsing
         return libcst.parse_module(source)
     finally:
         if not nested:
