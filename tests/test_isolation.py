@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -83,9 +84,13 @@ def test_ctrl_c_stops_the_workers_and_their_children_and_exits_130(tmp_path):
     write(tmp_path, {"a.py": hang, "b.py": hang})
     marks = tmp_path / "marks"
     marks.mkdir()
-    process = subprocess.Popen([str(RESLINT), "check", "--no-cache", "--jobs", "2", "a.py", "b.py"], cwd=tmp_path,
-                               env={**os.environ, "MARK": f"{marks}/"}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # As from a terminal: Ctrl-C at its default even where this test runs with SIGINT ignored (a job started in
+    # the background by a script, as `.ci/run &`), which reslint would inherit and rightly keep.
+    in_foreground = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                     "os.execv(sys.argv[1], sys.argv[1:])")
+    process = subprocess.Popen([sys.executable, "-c", in_foreground, str(RESLINT), "check", "--no-cache", "--jobs", "2",
+                                "a.py", "b.py"], cwd=tmp_path, env={**os.environ, "MARK": f"{marks}/"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -186,8 +191,6 @@ def test_a_workers_task_goes_on_through_ctrl_c():
 def test_after_ctrl_c_the_console_scripts_exit_waits_for_no_thread():
     """A non-daemon thread still running (the process pool's manager, blocked on a worker stopped halfway
     through a result) holds up Python's exit; after Ctrl-C the script ends without it. Other exits still wait."""
-    import sys
-
     script = ("import sys, threading, time; from reslint.cli import exit_without_teardown; "
               "threading.Thread(target=time.sleep, args=(120,)).start(); "
               "exit_without_teardown(int(sys.argv[1])); print('returned', flush=True); import os; os._exit(0)")
