@@ -122,14 +122,16 @@ def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,
     return outcomes, sorted(lost, key=lambda source: source.display)
 
 
-def completed(futures, poll_seconds: float = 0.5) -> Iterator:
+def completed(futures) -> Iterator:
     """The futures as they finish (`as_completed`), waited for in slices: Ctrl-C taken by another thread of
     this process (the pool's) runs its handler, KeyboardInterrupt, in the main thread only between two waits."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
+    from reslint.isolation import SIGNAL_POLL_SECONDS
+
     pending = set(futures)
     while pending:
-        done, pending = wait(pending, timeout=poll_seconds, return_when=FIRST_COMPLETED)
+        done, pending = wait(pending, timeout=SIGNAL_POLL_SECONDS, return_when=FIRST_COMPLETED)
         yield from done
 
 
