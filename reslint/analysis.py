@@ -172,7 +172,6 @@ def fixable(findings: list[Finding]) -> bool:
     return any(finding.code in FIXERS for finding in findings)
 
 
-
 # Texts whose libcst module is made already: a fix's re-check (reslint.fixes.apply.attempt), see lent_module.
 _lent_modules: dict[str, object] = {}
 

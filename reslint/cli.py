@@ -477,7 +477,8 @@ def exit_without_teardown(status: int) -> None:
     was 2.4 CPU-s, a sixth of the check (the project index's trees, the analyses kept for the fixes, what the
     collector had frozen walked once more). What an exit must do is done here: the streams
     flushed, the exit handlers run (logging, a process pool, temporary files). Returns, for the usual exit,
-    when a thread that Python's exit would wait for still runs or stdout cannot be flushed."""
+    when a thread that Python's exit would wait for still runs (unless the run was interrupted) or stdout
+    cannot be flushed."""
     import atexit
     import threading
 
