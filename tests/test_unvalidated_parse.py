@@ -3,6 +3,7 @@ nodes its parser makes, and libcst's validation everywhere else."""
 
 from __future__ import annotations
 
+import dataclasses  # at the top: the string annotation `dataclasses.InitVar[int]` is looked up here
 import threading
 
 import libcst
@@ -139,3 +140,74 @@ def test_in_reslints_own_process_no_check_runs_per_node_and_validation_comes_bac
         parse_module("def (:\n")
     libcst.Name("made after a failed parse")
     assert checked == ["made after", "made after a failed parse"]
+
+
+def test_during_the_parse_nodes_are_made_by_the_faster_inits_and_after_it_by_libcsts():
+    from reslint.static.unvalidated_parse import faster_init
+
+    libcsts_own = libcst.Name.__init__
+    during = []
+    real_parse = libcst.parse_module
+
+    def recording_parse(source, **kwargs):
+        during.append(libcst.Name.__init__)
+        return real_parse(source, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(libcst, "parse_module", recording_parse)
+        parse_module("x = y\n")
+        with pytest.raises(libcst.ParserSyntaxError):
+            parse_module("def (:\n")
+        assert libcst.Name.__init__ is libcsts_own
+    assert len(during) == 2 and libcsts_own not in during
+    assert during[0].__code__.co_code == faster_init(libcst.Name).__code__.co_code
+
+
+def test_a_faster_init_takes_the_same_arguments_and_makes_the_same_node():
+    import inspect
+
+    from reslint.static.unvalidated_parse import faster_init
+
+    for cls in (libcst.Call, libcst.Attribute, libcst.FunctionDef, libcst.SimpleWhitespace, libcst.Tuple):
+        own, faster = inspect.signature(cls.__init__), inspect.signature(faster_init(cls))
+        assert [(p.name, p.kind) for p in faster.parameters.values()] == \
+            [(p.name, p.kind) for p in own.parameters.values()]
+    call = libcst.Call(func=libcst.Name("f"), args=[libcst.Arg(libcst.Name("x"))])
+    made = object.__new__(libcst.Call)
+    faster_init(libcst.Call)(made, func=libcst.Name("f"), args=[libcst.Arg(libcst.Name("x"))])
+    assert made.deep_equals(call)
+    again = object.__new__(libcst.Call)
+    faster_init(libcst.Call)(again, func=libcst.Name("g"))
+    # a default_factory is called for each node, as the dataclass's own __init__ calls it
+    assert again.whitespace_after_func is not made.whitespace_after_func
+    with pytest.raises(libcst.CSTValidationError):  # __post_init__ still runs: the node validates itself
+        faster_init(libcst.Name)(object.__new__(libcst.Name), "not a name")
+
+
+def test_a_class_whose_init_is_not_the_plain_generated_one_keeps_its_own():
+    from reslint.static.unvalidated_parse import faster_init
+
+    @dataclasses.dataclass(frozen=True)
+    class WithoutSlots:
+        value: int = 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Plain:
+        value: int = 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class KeptOut:
+        value: int = 0
+        derived: int = dataclasses.field(init=False, default=1)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class KeywordOnly:
+        value: int = dataclasses.field(default=0, kw_only=True)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        value: int = 0
+        scale: dataclasses.InitVar[int] = 1
+
+    assert faster_init(Plain) is not None
+    assert [faster_init(cls) for cls in (WithoutSlots, KeptOut, KeywordOnly, WithInitVar)] == [None] * 4

@@ -12,13 +12,21 @@ In a process of reslint's own (the console script, a pool worker: `reslint.runne
 thread makes libcst nodes while one parses (the main thread waits for the deep-stack thread that parses), so
 there the check per node is not even asked: during the parse `__post_init__` is object's C-level `__init__`, a
 Python call less per node (about 5 % of the parse of transformers' model files).
+
+During the parse each node class also has a faster `__init__` of the same meaning (`faster_init`): a frozen
+dataclass's generated `__init__` stores every field with `object.__setattr__`, looked up anew for each field, and
+libcst's parser makes every node by calling its class. The one made here stores each field through its slot's
+own setter, bound once, and then calls `__post_init__` as the dataclass's does: 8 to 9 % less parse time on
+transformers' model files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _parsing: set[int] = set()  # idents of the threads inside parse_module now
@@ -39,13 +47,17 @@ def parse_module(source: str | bytes) -> Any:
     ident = threading.get_ident()
     nested = ident in _parsing
     _parsing.add(ident)
+    faster, original = _node_inits()
     try:
         CSTNode.__post_init__ = object.__init__ if _alone() else _validated_unless_parsing
+        _install(faster)
         return libcst.parse_module(source)
     finally:
         if not nested:
             _parsing.discard(ident)
             CSTNode.__post_init__ = _validated_unless_parsing  # the same function each time: no lock needed
+            # Another thread's parse under way meanwhile goes on with libcst's own `__init__`s: slower, not different.
+            _install(original)
 
 
 def _alone() -> bool:
@@ -53,3 +65,70 @@ def _alone() -> bool:
     library caller never loads it)."""
     runner = sys.modules.get("reslint.runner")
     return bool(getattr(runner, "own_process", False))
+
+
+_inits: tuple[dict[type, Callable], dict[type, Callable]] | None = None
+
+
+def _node_inits() -> tuple[dict[type, Callable], dict[type, Callable]]:
+    """({node class: faster `__init__`}, {node class: libcst's own}) for the classes libcst exports (its parser
+    makes nodes of those), made once."""
+    global _inits
+    if _inits is None:
+        import libcst
+
+        faster, original = {}, {}
+        for value in vars(libcst).values():
+            if isinstance(value, type) and issubclass(value, libcst.CSTNode):
+                init = faster_init(value)
+                if init is not None:
+                    faster[value], original[value] = init, value.__dict__["__init__"]
+        _inits = faster, original
+    return _inits
+
+
+def _install(inits: dict[type, Callable]) -> None:
+    for cls, init in inits.items():
+        cls.__init__ = init
+
+
+_FROM_FACTORY = object()  # a field's default to be made by its default_factory
+
+
+def faster_init(cls: type) -> Callable | None:
+    """An `__init__` doing what the dataclass `cls`'s own does (same parameters and defaults, a default_factory
+    called per node, `__post_init__` called after), storing each field through its slot's setter; None for a class
+    whose own `__init__` is not the plain generated one (no dataclass, fields kept out of it or keyword-only, an
+    `InitVar`, a field without a slot)."""
+    init = cls.__dict__.get("__init__")
+    if init is None or not dataclasses.is_dataclass(cls):
+        return None
+    fields = dataclasses.fields(cls)
+    code = init.__code__
+    if code.co_kwonlyargcount or list(code.co_varnames[1:code.co_argcount]) != [field.name for field in fields]:
+        return None
+    namespace: dict[str, Any] = {"_FROM_FACTORY": _FROM_FACTORY}
+    parameters, body = [], []
+    for field in fields:
+        slot = next((klass.__dict__[field.name] for klass in cls.__mro__ if field.name in klass.__dict__), None)
+        if type(slot).__name__ != "member_descriptor":
+            return None
+        name = field.name
+        namespace[f"_set_{name}"] = slot.__set__
+        value = name
+        if field.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory_{name}"] = field.default_factory
+            parameters.append(f"{name}=_FROM_FACTORY")
+            value = f"_factory_{name}() if {name} is _FROM_FACTORY else {name}"
+        elif field.default is not dataclasses.MISSING:
+            namespace[f"_default_{name}"] = field.default
+            parameters.append(f"{name}=_default_{name}")
+        else:
+            parameters.append(name)
+        body.append(f"    _set_{name}(self, {value})\n")
+    if "__post_init__" in code.co_names:
+        body.append("    self.__post_init__()\n")
+    exec(f"def __init__(self, {', '.join(parameters)}):\n{''.join(body) or '    pass'}\n", namespace)  # noqa: S102
+    made = namespace["__init__"]
+    made.__qualname__, made.__module__, made.__doc__ = init.__qualname__, init.__module__, init.__doc__
+    return made
