@@ -211,3 +211,12 @@ def test_a_class_whose_init_is_not_the_plain_generated_one_keeps_its_own():
 
     assert faster_init(Plain) is not None
     assert [faster_init(cls) for cls in (WithoutSlots, KeptOut, KeywordOnly, WithInitVar)] == [None] * 4
+
+
+def test_inits_made_while_another_parse_has_the_faster_ones_installed_restore_libcsts_own(monkeypatch):
+    """Two threads' first parses may both make the inits, one while the other's are installed."""
+    from reslint.static.unvalidated_parse import faster_init
+
+    libcsts_own = libcst.Name.__init__
+    monkeypatch.setattr(libcst.Name, "__init__", faster_init(libcst.Name))
+    assert faster_init(libcst.Name).made_from is libcsts_own

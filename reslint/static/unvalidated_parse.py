@@ -26,6 +26,7 @@ import dataclasses
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -74,7 +75,7 @@ def _node_inits() -> tuple[dict[type, Callable], dict[type, Callable]]:
     """({node class: faster `__init__`}, {node class: libcst's own}) for the classes libcst exports (its parser
     makes nodes of those), made once."""
     global _inits
-    if _inits is None:
+    if _inits is None:  # two threads' first parses may both make them: alike, and either is kept
         import libcst
 
         faster, original = {}, {}
@@ -82,7 +83,7 @@ def _node_inits() -> tuple[dict[type, Callable], dict[type, Callable]]:
             if isinstance(value, type) and issubclass(value, libcst.CSTNode):
                 init = faster_init(value)
                 if init is not None:
-                    faster[value], original[value] = init, value.__dict__["__init__"]
+                    faster[value], original[value] = init, init.made_from
         _inits = faster, original
     return _inits
 
@@ -99,8 +100,10 @@ def faster_init(cls: type) -> Callable | None:
     """An `__init__` doing what the dataclass `cls`'s own does (same parameters and defaults, a default_factory
     called per node, `__post_init__` called after), storing each field through its slot's setter; None for a class
     whose own `__init__` is not the plain generated one (no dataclass, fields kept out of it or keyword-only, an
-    `InitVar`, a field without a slot)."""
+    `InitVar`, a field without a slot). Its `made_from` is libcst's own, also when `cls` holds a faster one now
+    (another thread's parse)."""
     init = cls.__dict__.get("__init__")
+    init = getattr(init, "made_from", init)
     if init is None or not dataclasses.is_dataclass(cls):
         return None
     fields = dataclasses.fields(cls)
@@ -111,7 +114,7 @@ def faster_init(cls: type) -> Callable | None:
     parameters, body = [], []
     for field in fields:
         slot = next((klass.__dict__[field.name] for klass in cls.__mro__ if field.name in klass.__dict__), None)
-        if type(slot).__name__ != "member_descriptor":
+        if type(slot) is not types.MemberDescriptorType:
             return None
         name = field.name
         namespace[f"_set_{name}"] = slot.__set__
@@ -131,4 +134,5 @@ def faster_init(cls: type) -> Callable | None:
     exec(f"def __init__(self, {', '.join(parameters)}):\n{''.join(body) or '    pass'}\n", namespace)  # noqa: S102
     made = namespace["__init__"]
     made.__qualname__, made.__module__, made.__doc__ = init.__qualname__, init.__module__, init.__doc__
+    made.made_from = init
     return made
