@@ -48,10 +48,11 @@ INSTALL_DIRECTORIES = ("site-packages", "dist-packages")
 MAX_SCANNED_FILES = 5000  # bound on a project walk (callers of a class): a model project is far smaller
 MAX_REEXPORT_HOPS = 8
 MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project this size at most
-# What the caches of project files' trees may hold, in bytes of the files' source: an `ast` tree takes some 15
+# What the caches of project files' trees may hold, in bytes of the files' source: an `ast` tree takes some 25
 # times its source, a libcst index several times more. Kept for the whole run, the trees of every file a
-# construction-site search read grew a static check of transformers' models/ by about 1 MB a file.
-MAX_CACHED_TREE_SOURCE = 4_000_000
+# construction-site search read grew a static check of transformers' models/ by about 1 MB a file; 4 MB of
+# trees still took that check to 330 MB, 2 MB keeps it at 280 MB for 151 more parses (1.2 of its 136 CPU-s).
+MAX_CACHED_TREE_SOURCE = 2_000_000
 MAX_CACHED_INDEX_SOURCE = 1_500_000
 # Imported classes read for their defaults: configuration objects, by the names they go by.
 CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
