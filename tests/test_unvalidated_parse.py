@@ -209,8 +209,14 @@ def test_a_class_whose_init_is_not_the_plain_generated_one_keeps_its_own():
         value: int = 0
         scale: dataclasses.InitVar[int] = 1
 
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class InitInC:
+        value: int = 0
+
+    InitInC.__init__ = object.__init__  # no code object to read the parameters from
+
     assert faster_init(Plain) is not None
-    assert [faster_init(cls) for cls in (WithoutSlots, KeptOut, KeywordOnly, WithInitVar)] == [None] * 4
+    assert [faster_init(cls) for cls in (WithoutSlots, KeptOut, KeywordOnly, WithInitVar, InitInC)] == [None] * 5
 
 
 def test_inits_made_while_another_parse_has_the_faster_ones_installed_restore_libcsts_own(monkeypatch):
@@ -220,3 +226,15 @@ def test_inits_made_while_another_parse_has_the_faster_ones_installed_restore_li
     libcsts_own = libcst.Name.__init__
     monkeypatch.setattr(libcst.Name, "__init__", faster_init(libcst.Name))
     assert faster_init(libcst.Name).made_from is libcsts_own
+
+
+def test_a_parse_that_cannot_make_the_inits_leaves_the_thread_validated(monkeypatch):
+    from reslint.static import unvalidated_parse
+
+    def cannot_make():
+        raise RuntimeError("an unexpected libcst")
+
+    monkeypatch.setattr(unvalidated_parse, "_node_inits", cannot_make)
+    with pytest.raises(RuntimeError):
+        parse_module("x = 1\n")
+    assert threading.get_ident() not in unvalidated_parse._parsing

@@ -45,10 +45,10 @@ def parse_module(source: str | bytes) -> Any:
     import libcst
     from libcst._nodes.base import CSTNode
 
+    faster, original = _node_inits()  # before the thread counts as parsing: were it to fail, nothing is left skipped
     ident = threading.get_ident()
     nested = ident in _parsing
     _parsing.add(ident)
-    faster, original = _node_inits()
     try:
         CSTNode.__post_init__ = object.__init__ if _alone() else _validated_unless_parsing
         _install(faster)
@@ -99,16 +99,17 @@ _FROM_FACTORY = object()  # a field's default to be made by its default_factory
 def faster_init(cls: type) -> Callable | None:
     """An `__init__` doing what the dataclass `cls`'s own does (same parameters and defaults, a default_factory
     called per node, `__post_init__` called after), storing each field through its slot's setter; None for a class
-    whose own `__init__` is not the plain generated one (no dataclass, fields kept out of it or keyword-only, an
-    `InitVar`, a field without a slot). Its `made_from` is libcst's own, also when `cls` holds a faster one now
-    (another thread's parse)."""
+    whose own `__init__` is not the plain generated one (no dataclass, no Python function, fields kept out of it or
+    keyword-only, an `InitVar`, a field without a slot). Its `made_from` is libcst's own, also when `cls` holds a
+    faster one now (another thread's parse)."""
     init = cls.__dict__.get("__init__")
     init = getattr(init, "made_from", init)
     if init is None or not dataclasses.is_dataclass(cls):
         return None
     fields = dataclasses.fields(cls)
-    code = init.__code__
-    if code.co_kwonlyargcount or list(code.co_varnames[1:code.co_argcount]) != [field.name for field in fields]:
+    code = getattr(init, "__code__", None)  # a C-level or wrapped `__init__` is not the generated one
+    if code is None or code.co_kwonlyargcount or \
+            list(code.co_varnames[1:code.co_argcount]) != [field.name for field in fields]:
         return None
     namespace: dict[str, Any] = {"_FROM_FACTORY": _FROM_FACTORY}
     parameters, body = [], []
