@@ -186,7 +186,7 @@ def install_peers(directory: Path) -> Peers:
     python = directory / "bin" / "python"
     try:
         if not python.exists():
-            log(f"creating {directory.relative_to(REPO_ROOT)} for the peers")
+            log(f"creating {relative(directory)} for the peers")
             subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True, capture_output=True)
             (directory / ".gitignore").write_text("*\n")
         missing = [package for package in PEER_PACKAGES

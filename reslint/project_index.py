@@ -72,6 +72,18 @@ class ImportStatement:
 
 
 @dataclass(frozen=True)
+class Outline:
+    """What resolving an imported name needs of a file: the names it defines at its top level, each with the kind
+    of its definition (`top_level_definitions`' node type), and its imports. Kept for the run by the file's
+    content, after its tree leaves the tree cache: resolving the names of every checked file's classes parsed the
+    same few shared modules again and again (340 of the 1,155 parses a static check of transformers' models/
+    made)."""
+
+    defined: dict[str, type]
+    imports: tuple[ImportStatement, ...]
+
+
+@dataclass(frozen=True)
 class ConstructionSite:
     """A call that builds a class: `ConvModule(dim)` in `path`, inside `scope` (a class or function name)."""
 
@@ -178,7 +190,8 @@ class ProjectIndex:
         self.configured_root = configured_root
         self._trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = OrderedDict()  # -> (tree, size)
         self._tree_source = 0  # the bytes of source of the trees held
-        self._import_words: dict[Path, tuple[int, int, int, frozenset[str]]] = {}  # path -> (run, mtime, size, words)
+        # path -> (run, mtime, size, import words, whether it spells `add_argument`)
+        self._import_words: dict[Path, tuple[int, int, int, frozenset[str], bool]] = {}
         self._indexes: OrderedDict[tuple[Path, str], tuple[object, int]] = OrderedDict()  # -> (index, size)
         self._index_source = 0
         self._facts: dict[tuple, object] = {}
@@ -187,6 +200,8 @@ class ProjectIndex:
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
         self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
         self._tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = {}  # path -> (what it was when read, tree key)
+        self._outlines: dict[tuple[Path, str], Outline] = {}  # tree key -> the file's outline
+        self._function_facts: dict[tuple, object] = {}  # (tree key, function name, reader) -> what the reader found
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -212,19 +227,11 @@ class ProjectIndex:
         """The file's `ast` tree (cheap next to libcst's): for imports and call sites. A file whose status (times,
         size) has not changed since it was read in this run (`new_run`), under the same overlays, is not read and
         hashed again: the classes of a checked file ask for the same few files a thousand times."""
-        from reslint.file_gate import overlay_generation
-
-        try:
-            status = os.stat(path)
-            seen = (ProjectIndex._run, overlay_generation(), status.st_mtime_ns, status.st_ctime_ns, status.st_size,
-                    status.st_ino)
-        except OSError:
-            seen = None
-        remembered = self._tree_keys.get(path)
-        if seen is not None and remembered is not None and remembered[0] == seen:
-            known = self._trees.get(remembered[1])
+        seen, key = self._unchanged_key(path)
+        if key is not None:
+            known = self._trees.get(key)
             if known is not None:
-                self._trees.move_to_end(remembered[1])
+                self._trees.move_to_end(key)
                 return known[0]
         source = self.source(path)
         if source is None:
@@ -247,6 +254,36 @@ class ProjectIndex:
             _named_calls.pop(id(dropped), None)
             _definitions_of.pop(id(dropped), None)
         return tree
+
+    def _unchanged_key(self, path: Path) -> tuple[tuple | None, tuple[Path, str] | None]:
+        """(the file's status now, the tree key it was read under when its status is unchanged since, in this run
+        and under the same overlays, else None); the status is None when the file cannot be looked at."""
+        from reslint.file_gate import overlay_generation
+
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None, None
+        seen = (ProjectIndex._run, overlay_generation(), status.st_mtime_ns, status.st_ctime_ns, status.st_size,
+                status.st_ino)
+        remembered = self._tree_keys.get(path)
+        return seen, remembered[1] if remembered is not None and remembered[0] == seen else None
+
+    def outline(self, path: Path) -> Outline | None:
+        """The file's top-level names and imports (see `Outline`), None when it does not parse."""
+        key = self._unchanged_key(path)[1]
+        known = self._outlines.get(key) if key is not None else None
+        if known is not None:
+            return known
+        tree = self.syntax_tree(path)
+        if tree is None:
+            return None
+        known = Outline({name: type(node) for name, node in top_level_definitions(tree).items()},
+                        tuple(kept_with_tree(_imports_of, tree, read_imports)))
+        key = self._unchanged_key(path)[1]
+        if key is not None:
+            self._outlines[key] = known
+        return known
 
     @contextlib.contextmanager
     def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module) -> Iterator[None]:
@@ -274,9 +311,10 @@ class ProjectIndex:
         if known is None or known[1:3] != (status.st_mtime_ns, status.st_size):
             source = self.source(path) or b""
             words = frozenset(word.decode() for clause in import_clauses(source) for word in WORD.findall(clause))
+            arguments = b"add_argument" in source
         else:
-            words = known[3]
-        self._import_words[path] = (ProjectIndex._run, status.st_mtime_ns, status.st_size, words)
+            words, arguments = known[3], known[4]
+        self._import_words[path] = (ProjectIndex._run, status.st_mtime_ns, status.st_size, words, arguments)
         return words
 
     @classmethod
@@ -286,10 +324,8 @@ class ProjectIndex:
 
     def imports(self, path: Path) -> list[ImportStatement]:
         """Every import statement of the file, wherever it is (a function, `if TYPE_CHECKING:`, a `try:`)."""
-        tree = self.syntax_tree(path)
-        if tree is None:
-            return []
-        return list(kept_with_tree(_imports_of, tree, read_imports))  # asked once per class a file may build
+        outline = self.outline(path)  # asked once per class a file may build
+        return list(outline.imports) if outline is not None else []
 
     def imported_configs(self, index, path: str | os.PathLike) -> tuple[list[tuple[str, object]], bool]:
         """(path, index) of each project file defining a config class `index` (the file at `path`) imports
@@ -376,9 +412,8 @@ class ProjectIndex:
         resolved = self.resolve(importer, dotted, through)
         if resolved is None or resolved[0] == Path(os.path.abspath(importer)):
             return None
-        tree = self.syntax_tree(resolved[0])
-        definition = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
-        if not isinstance(definition, (ast.ClassDef, ast.FunctionDef)):
+        outline = self.outline(resolved[0])
+        if outline is None or not issubclass(outline.defined.get(resolved[1], type(None)), (ast.ClassDef, ast.FunctionDef)):
             return None  # read with libcst only what is a class or a function there
         index = self.file_index(resolved[0], evaluator_class.index_class)
         function = index.functions.get(resolved[1]) if index is not None else None
@@ -510,10 +545,10 @@ class ProjectIndex:
     def _defining(self, path: Path, name: str, hops: int = 0, through: list[Path] | None = None) -> tuple[Path, str]:
         if through is not None:
             through.append(path)
-        tree = self.syntax_tree(path)
-        if tree is None or hops >= MAX_REEXPORT_HOPS or name in top_level_definitions(tree):
+        outline = self.outline(path)
+        if outline is None or hops >= MAX_REEXPORT_HOPS or name in outline.defined:
             return path, name
-        source = next((("." * statement.level + statement.module, original) for statement in read_imports(tree)
+        source = next((("." * statement.level + statement.module, original) for statement in outline.imports
                        if statement.names for original, local in zip(statement.names, statement.local_names)
                        if local == name), None)
         if source is None:
@@ -532,24 +567,47 @@ class ProjectIndex:
         """Whether the function `dotted` names in `importer` (its own or another project file's) returns a
         ModuleList/Sequential of deep copies of its first argument, as `clones(layer, n)` does. `through` gets
         the files read (see `resolve`)."""
-        function = self.function_named(importer, dotted, through)
-        return function is not None and returns_copies(function)
+        return self._function_fact(importer, dotted, through, returns_copies) or False
 
     def residual_wrapper(self, importer: str | os.PathLike, dotted: str,
                          through: list[Path] | None = None) -> ResidualWrapper | None:
         """How the function `dotted` names in `importer` (another project file's) adds a callable argument's
         output to its data argument, as `apply(f, x, residual=True)` does; None when it does not. `through`
         gets the files read (see `resolve`)."""
-        function = self.function_named(importer, dotted, through)
-        return residual_wrapper_of(function) if function is not None else None
+        return self._function_fact(importer, dotted, through, residual_wrapper_of)
 
     def function_named(self, importer: str | os.PathLike, dotted: str,
                        through: list[Path] | None = None) -> ast.FunctionDef | None:
         """The top-level function `dotted` names in `importer` (its own or another project file's), else None."""
         resolved = self.resolve(importer, dotted, through)
-        tree = self.syntax_tree(resolved[0]) if resolved is not None else None
+        return self._function_at(resolved) if resolved is not None else None
+
+    def _function_at(self, resolved: tuple[Path, str]) -> ast.FunctionDef | None:
+        """The top-level function `name` of the file `path` (`resolved`), else None; a file whose outline shows
+        no such function is not parsed again (the model-output classes of transformers are asked about for every
+        call that builds one)."""
+        outline = self.outline(resolved[0])
+        if outline is None or not issubclass(outline.defined.get(resolved[1], type(None)), ast.FunctionDef):
+            return None
+        tree = self.syntax_tree(resolved[0])
         function = top_level_definitions(tree).get(resolved[1]) if tree is not None else None
         return function if isinstance(function, ast.FunctionDef) else None
+
+    def _function_fact(self, importer: str | os.PathLike, dotted: str, through: list[Path] | None, read):
+        """`read(function)` of the function `dotted` names in `importer`, None when it names none; kept by the
+        defining file's content (each checked file asks of the same helpers)."""
+        resolved = self.resolve(importer, dotted, through)
+        if resolved is None:
+            return None
+        key = self._unchanged_key(resolved[0])[1]
+        if key is not None and (key, resolved[1], read) in self._function_facts:
+            return self._function_facts[(key, resolved[1], read)]
+        function = self._function_at(resolved)
+        found = read(function) if function is not None else None
+        key = self._unchanged_key(resolved[0])[1]
+        if key is not None:
+            self._function_facts[(key, resolved[1], read)] = found
+        return found
 
     def _submodule(self, module_path: Path, name: str) -> Path | None:
         if module_path.name != "__init__.py" or not name.isidentifier():
@@ -654,7 +712,14 @@ class ProjectIndex:
 
     def declares_arguments(self, path: Path) -> bool:
         """Whether the file's text spells `add_argument` (a command-line parser's arguments may be there)."""
-        return b"add_argument" in (self.source(path) or b"")
+        from reslint.file_gate import overlay
+
+        overlaid = overlay(path)
+        if overlaid is not None:  # a fix's re-check: the text it reads as now
+            return b"add_argument" in overlaid
+        self.imported_words(path)  # read with the words, once per run (asked of each file importing a class)
+        known = self._import_words.get(path)
+        return known is not None and known[4]
 
     def files_importing(self, files: list[Path]) -> dict[str, list[int]]:
         """Each word of the project files' import statements -> the places (in `files`) of the files whose

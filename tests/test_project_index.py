@@ -540,3 +540,88 @@ def test_an_unchanged_file_is_read_once_per_run_and_overlay(tmp_path, monkeypatc
     ProjectIndex.new_run()
     assert names(index.syntax_tree(path)) == ["Changed"]
     assert len(reads) == 5
+
+
+def test_resolving_a_name_reads_a_file_once_per_content_after_its_tree_left_the_cache(tmp_path, monkeypatch):
+    """A shared module's outline (its top-level names, each with its kind, and its imports) outlives its tree in
+    the bounded tree cache: resolving names through it again does not parse it again, a change of its content
+    does, and a function fact of it (a residual helper, a `clones` helper) is kept by its content too. A name
+    the outline shows to be no function (transformers' model-output classes) never has its file parsed again."""
+    import reslint.project_index as project_index
+
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "shared/__init__.py": "from .helpers import always, Output\n",
+        "shared/helpers.py": "class Output:\n    pass\n\n\ndef always(block, h):\n    return h + block(h)\n",
+        "model.py": "from shared import always, Output\n",
+    })
+    model, helpers = tmp_path / "model.py", tmp_path / "shared/helpers.py"
+    index = ProjectIndex(tmp_path)
+    parsed = []
+    real_parse = project_index.parse_quietly
+    monkeypatch.setattr(project_index, "parse_quietly",
+                        lambda source, path: parsed.append(Path(path).relative_to(tmp_path).as_posix())
+                        or real_parse(source, path))
+    monkeypatch.setattr(project_index, "MAX_CACHED_TREE_SOURCE", 0)  # every tree but the last leaves the cache
+    ProjectIndex.new_run()
+
+    wrapper = ResidualWrapper("block", "h", ("block", "h"), None)
+    assert index.residual_wrapper(model, "shared.always") == wrapper
+    assert index.resolve(model, "shared.Output") == (helpers, "Output")
+    assert index.residual_wrapper(model, "shared.Output") is None
+    assert parsed == ["shared/__init__.py", "shared/helpers.py"]
+    index.syntax_tree(model)  # the last tree read: the others have left the cache
+    assert index.residual_wrapper(model, "shared.always") == wrapper
+    assert index.resolve(model, "shared.always") == (helpers, "always")
+    assert index.residual_wrapper(model, "shared.Output") is None
+    assert index.copies_first_argument(model, "shared.Output") is False
+    assert index.function_named(model, "shared.Output") is None
+    assert parsed == ["shared/__init__.py", "shared/helpers.py", "model.py"]
+
+    helpers.write_text("def always(f, x):\n    return x + f(x)\n", encoding="utf-8")
+    assert index.residual_wrapper(model, "shared.always") == ResidualWrapper("f", "x", ("f", "x"), None)
+    assert index.resolve(model, "shared.Output") == (helpers, "Output")  # no longer defined there: named by its file
+    assert parsed[3:] == ["shared/helpers.py"]
+
+
+def test_whether_a_file_declares_command_line_arguments_is_read_with_its_import_words(tmp_path, monkeypatch):
+    """`declares_arguments` (asked of every file importing a class a config default is looked for) reads the file
+    once per run, with its import words; an overlay (a fix's re-check) is read as it is."""
+    from reslint.file_gate import overlaid
+
+    write(tmp_path, {"pyproject.toml": "", "train.py": "import argparse\nparser.add_argument('--depth')\n",
+                     "other.py": "import torch\n"})
+    train, other = tmp_path / "train.py", tmp_path / "other.py"
+    index = ProjectIndex(tmp_path)
+    reads = []
+    real_source = ProjectIndex.source
+    monkeypatch.setattr(ProjectIndex, "source", lambda self, file: reads.append(file.name) or real_source(self, file))
+    ProjectIndex.new_run()
+    assert [index.declares_arguments(train), index.declares_arguments(other)] == [True, False]
+    assert index.imported_words(train) == {"argparse"}
+    assert [index.declares_arguments(train), index.declares_arguments(other)] == [True, False]
+    assert reads == ["train.py", "other.py"]
+    with overlaid(other, b"parser.add_argument('--norm')\n"):
+        assert index.declares_arguments(other) is True
+    assert index.declares_arguments(other) is False
+
+
+def test_only_a_call_with_a_callable_and_a_data_argument_asks_whether_its_helper_is_a_residual_one(tmp_path, monkeypatch):
+    """A residual helper takes the callable and the data (`chunked(self.mlp, h, True)`): a call of an imported
+    function with one argument (`scale(h)`) cannot be one, and its file is not read to find out."""
+    import reslint
+
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "helpers.py": "def always(block, h):\n    return h + block(h)\n\n\ndef scale(h):\n    return h * 2\n",
+        "model.py": "import torch.nn as nn\n\nfrom helpers import always, scale\n\n\nclass Block(nn.Module):\n"
+                    "    def __init__(self, dim):\n        super().__init__()\n        self.mlp = nn.Linear(dim, dim)\n\n"
+                    "    def forward(self, x):\n        h = scale(x)\n        return always(self.mlp, h)\n",
+    })
+    asked = []
+    real = ProjectIndex.residual_wrapper
+    monkeypatch.setattr(ProjectIndex, "residual_wrapper",
+                        lambda self, importer, dotted, through=None: asked.append(dotted)
+                        or real(self, importer, dotted, through))
+    reslint.check([str(tmp_path / "model.py")], static=True, cache=False, jobs=1, cwd=tmp_path)
+    assert asked == ["helpers.always"]

@@ -233,3 +233,11 @@ def test_walk_with_parents_lists_ast_walks_nodes_and_the_parents_iter_child_node
         assert list(parents.items()) == list(expected_parents.items()), path
         compared += len(nodes)
     assert compared > 100_000
+
+
+def test_a_leaf_has_no_field_to_look_into() -> None:
+    """The walks skip the text fields of names, numbers and strings (a `getattr` per leaf for no node)."""
+    from reslint.static.walk import child_fields
+
+    assert [child_fields(kind) for kind in (cst.Name, cst.Integer, cst.SimpleString)] == [(), (), ()]
+    assert child_fields(cst.Attribute) == ("value", "attr")

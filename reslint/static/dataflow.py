@@ -1422,6 +1422,8 @@ class Evaluator:
         """`chunked(self.norm, x, residual=False)` / `chunked(self.mlp, x, residual=True)` of a helper of another
         file that calls its callable argument on its data argument and adds the data back when its flag is true:
         the call, and the add at this call site. None when the helper is not one or its flag is not a constant."""
+        if len(args) + len(kwargs) < 2:
+            return None  # no callable and data argument both: not worth reading the helper's file
         wrapper = self.index.residual_wrapper(qualified)
         if wrapper is None:
             return None

@@ -313,7 +313,11 @@ def _unit_nodes(unit: cst.CSTNode, unit_of: dict[int, cst.CSTNode]) -> None:
     while pending:  # walk.walk's loop, writing down each node's statement
         node = pending.pop()
         kind = type(node)
-        for name in _child_fields.get(kind) or child_fields(kind):
+        try:  # a leaf's fields are (), which `.get(kind) or ...` would look up again
+            fields = _child_fields[kind]
+        except KeyError:
+            fields = child_fields(kind)
+        for name in fields:
             value = getattr(node, name)
             value_kind = type(value)
             if value_kind is tuple or value_kind is list:

@@ -22,6 +22,8 @@ PUNCTUATION_FIELDS = frozenset({
     "operator", "comment", "newline", "indent", "star_tok", "arrow", "asynchronous",
 })
 
+# Field types that are never a node (`Name.value`, `Integer.value`: text): a leaf has no field to look into.
+_LEAF_TYPES = (str, bool, int)
 _child_fields: dict[type, tuple[str, ...]] = {}
 _is_node: dict[type, bool] = {}
 
@@ -30,7 +32,8 @@ def child_fields(kind: type) -> tuple[str, ...]:
     fields = _child_fields.get(kind)
     if fields is None:
         fields = tuple(field.name for field in dataclasses.fields(kind)
-                       if not field.name.startswith("whitespace") and field.name not in PUNCTUATION_FIELDS)
+                       if not field.name.startswith("whitespace") and field.name not in PUNCTUATION_FIELDS
+                       and field.type not in _LEAF_TYPES)
         _child_fields[kind] = fields
     return fields
 
@@ -60,7 +63,11 @@ def walk(root: cst.CSTNode, *visitors) -> None:
                     continue
             elif [call(node) for call in calls].count(False) == len(calls):
                 continue
-        for name in _child_fields.get(kind) or child_fields(kind):  # the hot loop: no helper calls
+        try:  # a leaf's fields are (), which `.get(kind) or ...` would look up again
+            fields = _child_fields[kind]
+        except KeyError:
+            fields = child_fields(kind)
+        for name in fields:  # the hot loop: no helper calls
             value = getattr(node, name)
             value_kind = type(value)
             if value_kind is tuple or value_kind is list:
@@ -87,7 +94,8 @@ def parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
         kind = type(node)
         fields = _all_fields.get(kind)
         if fields is None:
-            fields = _all_fields[kind] = tuple(field.name for field in dataclasses.fields(kind))
+            fields = _all_fields[kind] = tuple(field.name for field in dataclasses.fields(kind)
+                                               if field.type not in _LEAF_TYPES)
         for name in fields:
             value = getattr(node, name)
             value_kind = type(value)
