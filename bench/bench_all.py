@@ -138,12 +138,15 @@ class Series:
         return f"{times[0]:.2f}-{times[-1]:.2f}" if len(times) > 1 else ""
 
 
-def alternate(pairs: list[tuple[Series, Callable[[], Run]]], repeat: int, warm_up: bool = False) -> None:
+def alternate(pairs: list[tuple[Series, Callable[[], Run]]], repeat: int, warm_up: bool = False,
+              mirrored: bool = False) -> None:
+    """Each case once per round, in the order given (`mirrored`: reversed in every other round, so that two cases
+    next to each other stay next to each other and neither always runs first)."""
     if warm_up:  # untimed: fills the OS file cache and writes bytecode
         for _, runner in pairs:
             runner()
-    for _ in range(repeat):
-        for series, runner in pairs:
+    for round_number in range(repeat):
+        for series, runner in reversed(pairs) if mirrored and round_number % 2 else pairs:
             series.runs.append(runner())
 
 
@@ -407,20 +410,25 @@ def bench_floor(tree: Path, repeat: int, step: int, peers: Peers, scratch: Path)
         f"{len(files)} files, {len(analysed)} analysed)")
     floor, ours, off = Series("parse floor"), Series("reslint --jobs 1"), Series("fixes off")
     parsed_floor = Series("parse floor, files libcst parses")
+    # The floor and reslint run next to each other in every round (the round's ratio is theirs), first the one,
+    # then the other: the machine's speed drifts within minutes.
     pairs = [
         (floor, lambda: run_once([sys.executable, str(Path(__file__).resolve()), "--parse-floor-of", str(listing)],
                                  project)),
-        (parsed_floor, lambda: run_once([sys.executable, str(Path(__file__).resolve()), "--parse-floor-of",
-                                         str(parsed_listing)], project)),
         (ours, lambda: run_once(reslint_command("--static", "--no-cache", "--jobs", "1", "--config", "reslint.toml",
                                                 *targets), project)),
+        (parsed_floor, lambda: run_once([sys.executable, str(Path(__file__).resolve()), "--parse-floor-of",
+                                         str(parsed_listing)], project)),
         (off, lambda: run_once([sys.executable, "-c", no_fixes, str(targets_file)], project)),
     ]
     ruff = Series("ruff")
     if peers.ruff:
         pairs.append((ruff, lambda: run_once([str(peers.ruff), "check", "--isolated", "--select", "ALL", "--no-cache",
                                               "--exit-zero", "--quiet", *targets], project)))
-    alternate(pairs, repeat)
+    # Untimed: writes the bytecode of the modules a check imports and reads the files once.
+    run_once(reslint_command("--static", "--no-cache", "--jobs", "1", "--config", "reslint.toml", *targets[:40]),
+             project)
+    alternate(pairs, repeat, mirrored=True)
     # Judged round by round: the machine's speed drifts by a third within minutes (the floor alone took 6.1 to
     # 9.3 CPU-s in one series), and each round runs the floor and reslint back to back.
     rounds = [subject.cpu_seconds / baseline.cpu_seconds for baseline, subject in zip(floor.runs, ours.runs)]
