@@ -54,6 +54,9 @@ MAX_FIELD_SEARCH_FILES = 1500  # a config field is searched for across a project
 # trees still took that check to 330 MB, 2 MB keeps it at 280 MB for 151 more parses (1.2 of its 136 CPU-s).
 MAX_CACHED_TREE_SOURCE = 2_000_000
 MAX_CACHED_INDEX_SOURCE = 1_500_000
+# Outlines and function facts (a few names each) are kept by content for the whole run, and across runs in a
+# process that checks again (a library caller, an editor): emptied past this many, far more than one run holds.
+MAX_KEPT_BY_CONTENT = 20_000
 # Imported classes read for their defaults: configuration objects, by the names they go by.
 CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Options", "Params", "HParams", "Hparams",
                    "Settings")
@@ -282,6 +285,8 @@ class ProjectIndex:
                         tuple(kept_with_tree(_imports_of, tree, read_imports)))
         key = self._unchanged_key(path)[1]
         if key is not None:
+            if len(self._outlines) >= MAX_KEPT_BY_CONTENT:
+                self._outlines.clear()
             self._outlines[key] = known
         return known
 
@@ -606,6 +611,8 @@ class ProjectIndex:
         found = read(function) if function is not None else None
         key = self._unchanged_key(resolved[0])[1]
         if key is not None:
+            if len(self._function_facts) >= MAX_KEPT_BY_CONTENT:
+                self._function_facts.clear()
             self._function_facts[(key, resolved[1], read)] = found
         return found
 

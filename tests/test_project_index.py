@@ -625,3 +625,18 @@ def test_only_a_call_with_a_callable_and_a_data_argument_asks_whether_its_helper
                         or real(self, importer, dotted, through))
     reslint.check([str(tmp_path / "model.py")], static=True, cache=False, jobs=1, cwd=tmp_path)
     assert asked == ["helpers.always"]
+
+
+def test_what_is_kept_by_content_is_bounded(tmp_path, monkeypatch):
+    """Outlines and function facts outlive runs in a process that checks again: past the bound, they start over."""
+    import reslint.project_index as project_index
+
+    write(tmp_path, {"pyproject.toml": "", "a.py": "def f(g, x):\n    return x + g(x)\n", "b.py": "def h(y):\n    return y\n",
+                     "model.py": "from a import f\nfrom b import h\n"})
+    monkeypatch.setattr(project_index, "MAX_KEPT_BY_CONTENT", 1)
+    index = ProjectIndex(tmp_path)
+    ProjectIndex.new_run()
+    assert index.residual_wrapper(tmp_path / "model.py", "a.f") == ResidualWrapper("g", "x", ("g", "x"), None)
+    assert index.residual_wrapper(tmp_path / "model.py", "b.h") is None
+    assert [key[0].name for key in index._outlines] == ["b.py"]
+    assert [key[0][0].name for key in index._function_facts] == ["b.py"]
