@@ -581,12 +581,6 @@ class ProjectIndex:
         gets the files read (see `resolve`)."""
         return self._function_fact(importer, dotted, through, residual_wrapper_of)
 
-    def function_named(self, importer: str | os.PathLike, dotted: str,
-                       through: list[Path] | None = None) -> ast.FunctionDef | None:
-        """The top-level function `dotted` names in `importer` (its own or another project file's), else None."""
-        resolved = self.resolve(importer, dotted, through)
-        return self._function_at(resolved) if resolved is not None else None
-
     def _function_at(self, resolved: tuple[Path, str]) -> ast.FunctionDef | None:
         """The top-level function `name` of the file `path` (`resolved`), else None; a file whose outline shows
         no such function is not parsed again (the model-output classes of transformers are asked about for every

@@ -575,7 +575,6 @@ def test_resolving_a_name_reads_a_file_once_per_content_after_its_tree_left_the_
     assert index.resolve(model, "shared.always") == (helpers, "always")
     assert index.residual_wrapper(model, "shared.Output") is None
     assert index.copies_first_argument(model, "shared.Output") is False
-    assert index.function_named(model, "shared.Output") is None
     assert parsed == ["shared/__init__.py", "shared/helpers.py", "model.py"]
 
     helpers.write_text("def always(f, x):\n    return x + f(x)\n", encoding="utf-8")
