@@ -253,8 +253,7 @@ class ProjectIndex:
         while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
             dropped, size = self._trees.popitem(last=False)[1]
             self._tree_source -= size
-            _imports_of.pop(id(dropped), None)  # they hold the tree too
-            _named_calls.pop(id(dropped), None)
+            _named_calls.pop(id(dropped), None)  # they hold the tree too
             _definitions_of.pop(id(dropped), None)
         return tree
 
@@ -281,13 +280,15 @@ class ProjectIndex:
         tree = self.syntax_tree(path)
         if tree is None:
             return None
-        known = Outline({name: type(node) for name, node in top_level_definitions(tree).items()},
-                        tuple(kept_with_tree(_imports_of, tree, read_imports)))
-        key = self._unchanged_key(path)[1]
-        if key is not None:
-            if len(self._outlines) >= MAX_KEPT_BY_CONTENT:
-                self._outlines.clear()
-            self._outlines[key] = known
+        key = self._unchanged_key(path)[1]  # known now: a file read again in a new run may have its outline kept
+        known = self._outlines.get(key) if key is not None else None
+        if known is None:
+            known = Outline({name: type(node) for name, node in top_level_definitions(tree).items()},
+                            tuple(read_imports(tree)))
+            if key is not None:
+                if len(self._outlines) >= MAX_KEPT_BY_CONTENT:
+                    self._outlines.clear()
+                self._outlines[key] = known
         return known
 
     @contextlib.contextmanager
@@ -784,7 +785,6 @@ def calls_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],
     return sites
 
 
-_imports_of: dict[int, tuple[ast.Module, list[ImportStatement]]] = {}
 _named_calls: dict[int, tuple[ast.Module, list[tuple[ast.expr, int, str, bool]]]] = {}
 _definitions_of: dict[int, tuple[ast.Module, dict[str, ast.AST]]] = {}  # id(tree) -> (tree, top_level_definitions)
 # Fields that hold no statement or expression (`ctx`, operators): not walked.
