@@ -353,13 +353,13 @@ def test_project_trees_past_the_budget_are_dropped_and_the_construction_sites_st
     unbounded, _ = sites()
     monkeypatch.setattr(project_index, "MAX_CACHED_TREE_SOURCE", 1)  # one tree at a time
     monkeypatch.setattr(project_index, "_named_calls", {})  # what the trees of the first run left
-    monkeypatch.setattr(project_index, "_imports_of", {})
+    monkeypatch.setattr(project_index, "_definitions_of", {})
     bounded, index = sites()
     assert bounded == unbounded
     assert unbounded["Gate"][0] == [("gated.py", 6, "Gated"), ("main.py", 5, "build")]
     assert len(index._trees) == 1
     held = {id(tree) for tree, _ in index._trees.values()}
-    assert set(project_index._named_calls) <= held and set(project_index._imports_of) <= held
+    assert set(project_index._named_calls) <= held and set(project_index._definitions_of) <= held
 
 
 # ----- the engine's facts: texts rendered and config fields resolved only when, and as often as, asked -----
