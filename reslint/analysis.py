@@ -129,9 +129,12 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     """Parse and analyse one file's text statically into `result` (an RL901 finding when it does not
     parse); (whether it parsed, whether it defines nn.Module classes). A file whose CPython AST shows that
     libcst's tree cannot add to its facts is not parsed by libcst (static.without_libcst)."""
+    from reslint.project_index import ProjectIndex
     from reslint.static.without_libcst import facts_without_libcst
 
-    checked = cpython_parse(text)
+    project = ProjectIndex.for_file(source_path or path)
+    source = text.encode("utf-8", "surrogatepass")
+    checked = project.kept_tree(source_path or path, source) or cpython_parse(text)
     refused = refused_before_libcst(path, text, checked)
     tree = None if isinstance(checked, SyntaxError) else checked
     facts = facts_without_libcst(path, text, tree) if refused is None and tree is not None else None
@@ -142,15 +145,13 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
             result.findings.append(module)
             return False, False
 
-    from reslint.project_index import ProjectIndex
     from reslint.rules import run_rules
     from reslint.static.engine import extract_facts
     from reslint.static.graph import cut_when_done
     from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
-    with ProjectIndex.for_file(source_path or path).lent_tree(source_path or path, text.encode("utf-8", "surrogatepass"),
-                                                              tree) if tree is not None else contextlib.nullcontext(), \
+    with project.lent_tree(source_path or path, source, tree) if tree is not None else contextlib.nullcontext(), \
             cut_when_done():
         if facts is None:
             facts = extract_facts(path, module, source_path, text=text, tree=tree)

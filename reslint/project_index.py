@@ -205,6 +205,9 @@ class ProjectIndex:
         self._tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = {}  # path -> (what it was when read, tree key)
         self._outlines: dict[tuple[Path, str], Outline] = {}  # tree key -> the file's outline
         self._function_facts: dict[tuple, object] = {}  # (tree key, function name, reader) -> what the reader found
+        # (tree key, name, evaluator class) -> norm_kind's answer: a file whose libcst index left its cache is not
+        # parsed again for it
+        self._norm_kinds: dict[tuple, str | None] = {}
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -236,12 +239,20 @@ class ProjectIndex:
             if known is not None:
                 self._trees.move_to_end(key)
                 return known[0]
+        key, source = self._read_key(path, seen)
+        return self._tree_of(key, source, path) if key is not None else None
+
+    def _read_key(self, path: Path, seen: tuple | None) -> tuple[tuple[Path, str] | None, bytes | None]:
+        """(the file's tree key, its source) read from the file now, remembered under its status `seen`."""
         source = self.source(path)
         if source is None:
-            return None
+            return None, None
         key = (path, hashlib.sha1(source).hexdigest())
         if seen is not None:
             self._tree_keys[path] = (seen, key)
+        return key, source
+
+    def _tree_of(self, key: tuple[Path, str], source: bytes, path: Path) -> ast.Module | None:
         known = self._trees.get(key)
         if known is not None:
             self._trees.move_to_end(key)
@@ -272,35 +283,53 @@ class ProjectIndex:
         return seen, remembered[1] if remembered is not None and remembered[0] == seen else None
 
     def outline(self, path: Path) -> Outline | None:
-        """The file's top-level names and imports (see `Outline`), None when it does not parse."""
-        key = self._unchanged_key(path)[1]
-        known = self._outlines.get(key) if key is not None else None
+        """The file's top-level names and imports (see `Outline`), None when it does not parse. A file checked
+        earlier in the run left its outline (`lent_tree`): it is not parsed again for it."""
+        seen, key = self._unchanged_key(path)
+        source = None
+        if key is None:
+            key, source = self._read_key(path, seen)
+            if key is None:
+                return None
+        known = self._outlines.get(key)
         if known is not None:
             return known
-        tree = self.syntax_tree(path)
+        tree = self._tree_of(key, source, path) if source is not None else self.syntax_tree(path)
         if tree is None:
             return None
-        key = self._unchanged_key(path)[1]  # known now: a file read again in a new run may have its outline kept
-        known = self._outlines.get(key) if key is not None else None
-        if known is None:
-            known = Outline({name: type(node) for name, node in top_level_definitions(tree).items()},
-                            tuple(read_imports(tree)))
-            if key is not None:
-                if len(self._outlines) >= MAX_KEPT_BY_CONTENT:
-                    self._outlines.clear()
-                self._outlines[key] = known
-        return known
+        return self._keep_outline(key, tree)
+
+    def _keep_outline(self, key: tuple[Path, str], tree: ast.Module) -> Outline:
+        # not top_level_definitions: its memo would hold every checked file's tree
+        outline = Outline({name: type(node) for name, node in _top_level_definitions(tree).items()},
+                          tuple(read_imports(tree)))
+        if len(self._outlines) >= MAX_KEPT_BY_CONTENT:
+            self._outlines.clear()
+        self._outlines[key] = outline
+        return outline
+
+    def kept_tree(self, path: str | os.PathLike, source: bytes) -> ast.Module | None:
+        """The `ast` tree of `source` as the file `path`, when another file's analysis had it parsed and it is still
+        in the tree cache: a file imported by the files checked before it is not parsed again for its own check."""
+        if not self._trees or not parses_as_utf8_text(source):
+            return None
+        known = self._trees.get((Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()))
+        return known[0] if known is not None else None
 
     @contextlib.contextmanager
     def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module) -> Iterator[None]:
         """While the analysis of a file runs: its CPython AST, parsed already, is `syntax_tree`'s for that file
         while the file holds `source` (a construction-site search reads the checked file's own calls). Kept after
-        only if it was asked for, as a tree parsed here would be."""
-        self._lent = ((Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()), tree)
+        only if it was asked for, as a tree parsed here would be; its outline is kept (by content) in any case:
+        the files checked after it resolve their imports through it (a tenth of the other files' parses)."""
+        key = (Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest())
+        self._lent = (key, tree)
         try:
             yield
         finally:
             self._lent = None
+            if key not in self._outlines and parses_as_utf8_text(source):
+                self._keep_outline(key, tree)
 
     def imported_words(self, path: Path) -> frozenset[str]:
         """The words of the file's import statements, from its text (a superset of the names it imports;
@@ -421,6 +450,10 @@ class ProjectIndex:
         outline = self.outline(resolved[0])
         if outline is None or not issubclass(outline.defined.get(resolved[1], type(None)), (ast.ClassDef, ast.FunctionDef)):
             return None  # read with libcst only what is a class or a function there
+        content = self._unchanged_key(resolved[0])[1]  # known once the outline is: kept by the file's content
+        kept = (content, resolved[1], evaluator_class)
+        if content is not None and kept in self._norm_kinds:
+            return self._norm_kinds[kept]
         index = self.file_index(resolved[0], evaluator_class.index_class)
         function = index.functions.get(resolved[1]) if index is not None else None
         cls = index.classes.get(resolved[1]) if index is not None else None
@@ -436,7 +469,12 @@ class ProjectIndex:
                                     else classify_norm_class(index, cls, evaluator.class_graph))
             except Exception:  # noqa: BLE001 - what the engine cannot follow is simply not a norm
                 self._facts[key] = None
-        return self._facts.get(key)
+        found = self._facts.get(key)
+        if content is not None:  # (a recursive ask under way keeps the guard's None: the answer replaces it)
+            if len(self._norm_kinds) >= MAX_KEPT_BY_CONTENT:
+                self._norm_kinds.clear()
+            self._norm_kinds[kept] = found
+        return found
 
     def builder_indexes(self, path: str | os.PathLike, index) -> list[tuple[Path, object]]:
         """(path, index) of the other project files that build a module class of `index` (the file at `path`):

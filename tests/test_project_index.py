@@ -639,3 +639,76 @@ def test_what_is_kept_by_content_is_bounded(tmp_path, monkeypatch):
     assert index.residual_wrapper(tmp_path / "model.py", "b.h") is None
     assert [key[0].name for key in index._outlines] == ["b.py"]
     assert [key[0][0].name for key in index._function_facts] == ["b.py"]
+
+
+NORM_MODULE = ("import torch.nn as nn\n\n\nclass Rescale(nn.LayerNorm):\n    pass\n\n\n"
+               "class Block(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+               "        self.norm = Rescale(d)\n        self.fc = nn.Linear(d, d)\n\n"
+               "    def forward(self, x):\n        return self.norm(x + self.fc(x))\n")
+USER_MODULE = ("import torch.nn as nn\nfrom blocks import Rescale\n\n\nclass {name}(nn.Module):\n"
+               "    def __init__(self, d):\n        super().__init__()\n        self.fc = nn.Linear(d, d)\n"
+               "        self.norm = Rescale(d)\n\n    def forward(self, x):\n        return self.norm(x + self.fc(x))\n")
+
+
+def test_a_file_checked_earlier_in_the_run_leaves_its_outline_for_the_files_importing_it(tmp_path, monkeypatch):
+    """The trees of the files checked earlier have left the bounded tree cache, but their outlines have not: a file
+    checked later resolves the names it imports from them without parsing them again (transformers' modular files
+    import from the modeling files checked before them)."""
+    import reslint
+    import reslint.project_index as project_index
+
+    write(tmp_path, {"pyproject.toml": "", "blocks.py": NORM_MODULE, "model.py": USER_MODULE.format(name="Model")})
+    parsed = []
+    real_parse = project_index.parse_quietly
+    monkeypatch.setattr(project_index, "parse_quietly",
+                        lambda source, path: parsed.append(Path(path).name) or real_parse(source, path))
+    monkeypatch.setattr(project_index, "MAX_CACHED_TREE_SOURCE", 0)
+    report = reslint.check([tmp_path / "blocks.py", tmp_path / "model.py"], static=True, cache=False, jobs=1)
+    assert [(finding.code, Path(finding.path).name, finding.line) for finding in report.findings] == [
+        ("RL101", "blocks.py", 15), ("RL101", "model.py", 12)]  # model.py read Rescale as a LayerNorm
+    assert "blocks.py" not in parsed
+
+
+def test_a_file_the_files_before_it_had_parsed_is_not_parsed_again_for_its_own_check(tmp_path, monkeypatch):
+    """A file read through the project index while an earlier file was checked (its tree still in the tree cache)
+    is checked with that tree, not a second CPython parse of the same text."""
+    import reslint
+    import reslint.analysis as analysis
+
+    write(tmp_path, {"pyproject.toml": "", "a_model.py": USER_MODULE.format(name="Model").replace("blocks", "z_blocks"),
+                     "z_blocks.py": NORM_MODULE})
+    parsed = []
+    real_parse = analysis.cpython_parse
+    monkeypatch.setattr(analysis, "cpython_parse", lambda text: parsed.append(text) or real_parse(text))
+    report = reslint.check([tmp_path / "a_model.py", tmp_path / "z_blocks.py"], static=True, cache=False, jobs=1)
+    assert [(finding.code, Path(finding.path).name, finding.line) for finding in report.findings] == [
+        ("RL101", "a_model.py", 12), ("RL101", "z_blocks.py", 15)]
+    assert parsed == [USER_MODULE.format(name="Model").replace("blocks", "z_blocks")]
+
+
+def test_a_norm_class_of_another_file_is_classified_once_per_content(tmp_path, monkeypatch):
+    """Whether an imported class is a norm is kept by its file's content: the files importing it after its libcst
+    index left the index cache do not parse it with libcst again, and a change of the file is read."""
+    import reslint
+    import reslint.project_index as project_index
+    import reslint.static.unvalidated_parse as unvalidated_parse
+
+    two_norms = USER_MODULE.replace("from blocks import Rescale\n", "from blocks import Rescale\nfrom more import Shift\n")
+    two_norms = two_norms.replace("        self.norm = Rescale(d)\n", "        self.norm = Rescale(d)\n        self.shift = Shift(d)\n")
+    two_norms = two_norms.replace("return self.norm(x + self.fc(x))", "return self.shift(self.norm(x + self.fc(x)))")
+    write(tmp_path, {"pyproject.toml": "", "blocks.py": NORM_MODULE,
+                     "more.py": "import torch.nn as nn\n\n\nclass Shift(nn.LayerNorm):\n    pass\n",
+                     **{f"model_{n}.py": two_norms.format(name=f"Model{n}") for n in range(3)}})
+    parsed = []
+    real_parse = unvalidated_parse.parse_module
+    monkeypatch.setattr(unvalidated_parse, "parse_module", lambda text: parsed.append(text) or real_parse(text))
+    monkeypatch.setattr(project_index, "MAX_CACHED_INDEX_SOURCE", 0)  # every index but the last leaves the cache
+    models = [tmp_path / f"model_{n}.py" for n in range(3)]
+    report = reslint.check(models, static=True, cache=False, jobs=1)
+    assert [(finding.code, Path(finding.path).name) for finding in report.findings] == [
+        ("RL101", f"model_{n}.py") for n in range(3)]
+    assert parsed.count(NORM_MODULE) == 1  # the index of more.py had pushed it out of the cache
+
+    (tmp_path / "blocks.py").write_text(NORM_MODULE.replace("nn.LayerNorm", "nn.Module"), encoding="utf-8")
+    report = reslint.check(models, static=True, cache=False, jobs=1)
+    assert report.findings == []  # Rescale is no norm now: no Post-LN to report
