@@ -26,7 +26,7 @@ import libcst as cst
 
 from reslint.static import torch_api
 from reslint.static.literals import literal_eval
-from reslint.static.walk import walk
+from reslint.static.walk import gather, walk
 
 UNKNOWN = object()
 # Names a configuration object goes by, whose `.get(KEY, DEFAULT)` reads a config field.
@@ -714,15 +714,16 @@ class FileIndex:
         known = self._body_nodes.get(info)
         if known is None:
             init = info.methods.get("__init__")
-            outside_init = _BodyGatherer(skipped=init.body if init is not None else None)
-            walk(info.node.body, outside_init)
-            in_init = _BodyGatherer(assignments=True)
+            names, calls, attributes = [], [], []
+            gather(info.node.body, {cst.Name: names, cst.Call: calls, cst.Attribute: attributes},
+                   skipped=init.body if init is not None else None)
+            init_names, init_calls, init_attributes, init_assignments = [], [], [], []
             if init is not None:
-                walk(init.body, in_init)
+                gather(init.body, {cst.Name: init_names, cst.Call: init_calls, cst.Attribute: init_attributes,
+                                   cst.Assign: init_assignments})
             known = self._body_nodes[info] = BodyNodes(
-                names=outside_init.names + in_init.names, calls=outside_init.calls + in_init.calls,
-                attributes=outside_init.attributes + in_init.attributes, init_calls=in_init.calls,
-                init_assignments=in_init.assignments)
+                names=names + init_names, calls=calls + init_calls, attributes=attributes + init_attributes,
+                init_calls=init_calls, init_assignments=init_assignments)
         return known
 
     def argument_calls(self) -> list[cst.Call]:
@@ -791,29 +792,6 @@ class BodyNodes:
     attributes: list[cst.Attribute]
     init_calls: list[cst.Call]
     init_assignments: list[cst.Assign]
-
-
-class _BodyGatherer:
-    """Collects the nodes `BodyNodes` lists (the lists' own `append` as visit methods: no Python call per node),
-    leaving out the block `skipped` (the `__init__`'s body, gathered apart)."""
-
-    def __init__(self, skipped: cst.BaseSuite | None = None, assignments: bool = False) -> None:
-        self.skipped = skipped
-        self.names: list[cst.Name] = []
-        self.calls: list[cst.Call] = []
-        self.attributes: list[cst.Attribute] = []
-        self.assignments: list[cst.Assign] = []
-        self.visit_Name = self.names.append
-        self.visit_Call = self.calls.append
-        self.visit_Attribute = self.attributes.append
-        if assignments:
-            self.visit_Assign = self.assignments.append
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        return node is not self.skipped
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
-        return node is not self.skipped
 
 
 class _MethodCalls(cst.CSTVisitor):

@@ -111,3 +111,36 @@ def parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
                     found[value] = node
                     pending.append(value)
     return found
+
+
+def gather(root: cst.CSTNode, found: dict[type, list], skipped: cst.CSTNode | None = None) -> None:
+    """Append every node under `root` (itself included) whose type is a key of `found` to that key's list, in
+    `walk`'s order, leaving out the node `skipped` and what is under it: `walk` with one visitor whose visit
+    methods are lists' `append`, without a method lookup and a call per node (gathering the class bodies was
+    a tenth of the engine's walks)."""
+    pending = [root]
+    child_fields_of, is_node_kind = _child_fields, _is_node
+    while pending:
+        node = pending.pop()
+        if node is skipped:
+            continue
+        kind = type(node)
+        bucket = found.get(kind)
+        if bucket is not None:
+            bucket.append(node)
+        try:
+            fields = child_fields_of[kind]
+        except KeyError:
+            fields = child_fields(kind)
+        for name in fields:
+            value = getattr(node, name)
+            value_kind = type(value)
+            if value_kind is tuple or value_kind is list:
+                for item in value:
+                    known = is_node_kind.get(type(item))
+                    if known or (known is None and is_node(type(item))):
+                        pending.append(item)
+            else:
+                known = is_node_kind.get(value_kind)
+                if known or (known is None and is_node(value_kind)):
+                    pending.append(value)
