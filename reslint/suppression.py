@@ -73,16 +73,28 @@ def comments(text: str) -> Iterator[tuple[int, str]]:
 
 
 def located_comments(text: str) -> list[tuple[int, int, str]]:
-    """(line, 0-based column, comment text) for every comment; see `comments`."""
+    """(line, 0-based column, comment text) for every comment; see `comments`. The last text's are kept: a
+    file's unknown codes and its suppressions are read one after the other."""
+    if _last_comments and _last_comments[0] is text:
+        return _last_comments[1]
     try:
-        return [
+        found = [
             (token.start[0], token.start[1], token.string)
             for token in tokenize.generate_tokens(io.StringIO(text).readline)
             if token.type == tokenize.COMMENT
         ]
     except (tokenize.TokenError, SyntaxError):
-        return [(number, line.index("#"), line[line.index("#"):])
-                for number, line in enumerate(text.splitlines(), 1) if "#" in line]
+        found = [(number, line.index("#"), line[line.index("#"):])
+                 for number, line in enumerate(text.splitlines(), 1) if "#" in line]
+    _last_comments[:] = [text, found]
+    return found
+
+
+_last_comments: list = []  # [text, its located_comments]
+
+# A word starting with `RL` up to the next space, comma or `]`: every code a comment's code list names is the start
+# of one (it follows a `:`, a `[`, a space or a comma), so a text where each of them names a rule names no unknown one.
+_RL_WORD = re.compile(r"(?<![A-Za-z0-9_])[Rr][Ll][^\s,\]]*")
 
 
 def unknown_codes(text: str) -> list[str]:
@@ -97,6 +109,8 @@ def unknown_codes(text: str) -> list[str]:
 def unused_noqa_findings(text: str | None, path: str) -> list[Finding]:
     """RL905 for each suppression comment naming a code of ours that does not exist (`# noqa: RL999`)."""
     if text is None or not any(marker in text.lower() for marker in MARKERS):
+        return []
+    if all(codes_matching(word) for word in set(_RL_WORD.findall(text))):  # no comment to tokenize the file for
         return []
     findings = []
     for line, column, comment in located_comments(text):

@@ -69,6 +69,48 @@ def test_undecodable_files_have_no_suppressions():
     assert filter_suppressed([finding], None) == [finding]
 
 
+@pytest.mark.parametrize(("source", "unknown"), [
+    ("x = 1  # noqa: E501\nworld_rl = 2  # noqa\n", []),  # other tools' codes, `rl` inside a word: no tokenizing
+    ("x = 1  # noqa: RL101, RL2\ny = 2  # reslint: ignore[RL1]\n", []),  # codes and prefixes of ours
+    ("rl_loss = 1  # noqa: E501\n", []),  # a word that could be a code list's (after a newline): tokenized
+    ("x = 1  # noqa: RL999\n", [(1, 8)]),
+    ("x = 1  # noqa:RL101,rl99\n", [(1, 8)]),
+    ("x = 1  # reslint: ignore[rl-typo]\n", [(1, 8)]),
+    ('x = "# noqa: RL999"\n', []),  # in a string: tokenized, and not a comment
+])
+def test_unknown_codes_are_looked_for_only_in_files_that_name_one(source, unknown, monkeypatch):
+    """RL905 tokenizes a file only when a word of it could be an unknown code of ours (`RL` and what follows, up to a
+    space or a comma, naming no rule): a file whose `# noqa` comments name other tools' codes is not tokenized."""
+    import tokenize
+
+    from reslint import suppression
+
+    tokenized = []
+    real = tokenize.generate_tokens
+    monkeypatch.setattr(tokenize, "generate_tokens", lambda readline: tokenized.append(1) or real(readline))
+    suppression._last_comments.clear()
+    found = suppression.unused_noqa_findings(source, "m.py")
+    assert [(finding.line, finding.column) for finding in found] == unknown
+    assert all(finding.code == "RL905" for finding in found)
+    assert len(tokenized) == (1 if unknown or "RL999" in source or "rl_loss" in source else 0)
+
+
+def test_a_file_is_tokenized_once_for_its_unknown_codes_and_its_suppressions(monkeypatch):
+    import tokenize
+
+    from reslint import suppression
+
+    tokenized = []
+    real = tokenize.generate_tokens
+    monkeypatch.setattr(tokenize, "generate_tokens", lambda readline: tokenized.append(1) or real(readline))
+    source = "x = 1  # noqa: RL999\ny = 2  # noqa: RL101\n"
+    found = suppression.unused_noqa_findings(source, "m.py")
+    assert kept(source, ("RL101", 2), ("RL201", 2), (found[0].code, found[0].line)) == [("RL201", 2), ("RL905", 1)]
+    assert len(tokenized) == 1
+    assert kept(source.replace("RL999", "RL998"), ("RL101", 2)) == []  # another text: tokenized for itself
+    assert len(tokenized) == 2
+
+
 # End to end through the CLI.
 
 def test_noqa_forms_in_a_real_check(tmp_path):
