@@ -241,3 +241,45 @@ def test_a_leaf_has_no_field_to_look_into() -> None:
 
     assert [child_fields(kind) for kind in (cst.Name, cst.Integer, cst.SimpleString)] == [(), (), ()]
     assert child_fields(cst.Attribute) == ("value", "attr")
+
+
+class _Appender:
+    def __init__(self, kinds: tuple[type, ...], skipped: cst.CSTNode | None) -> None:
+        self.found: dict[type, list] = {kind: [] for kind in kinds}
+        self.skipped = skipped
+        for kind in kinds:
+            setattr(self, f"visit_{kind.__name__}", self.found[kind].append)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return node is not self.skipped
+
+
+def test_gather_lists_the_nodes_walk_shows_in_walks_order_and_skips_the_block_it_is_told() -> None:
+    """`gather` is `walk` with list appends for visit methods: the same nodes in the same order (the engine's
+    answers may follow the order), the skipped block (a constructor's body) and what is under it left out."""
+    from reslint.static.walk import gather
+
+    compared = 0
+    for path in sources()[:20]:
+        module = parsed(path)
+        if module is None:
+            continue
+        for statement in module.body:
+            if not isinstance(statement, cst.ClassDef):
+                continue
+            init = next((item for item in statement.body.body if isinstance(item, cst.FunctionDef)
+                         and item.name.value == "__init__"), None)
+            skipped = init.body if init is not None else None
+            kinds = (cst.Name, cst.Call, cst.Attribute, cst.Assign)
+            walked = _Appender(kinds, skipped)
+            walk(statement.body, walked)
+            found: dict[type, list] = {kind: [] for kind in kinds}
+            gather(statement.body, found, skipped=skipped)
+            assert [list(map(id, found[kind])) for kind in kinds] == [list(map(id, walked.found[kind])) for kind in kinds]
+            if init is not None:
+                inside = {kind: [] for kind in kinds}
+                gather(init.body, inside)
+                assert not {id(node) for nodes in found.values() for node in nodes} & {
+                    id(node) for nodes in inside.values() for node in nodes}
+                compared += sum(map(len, inside.values()))
+    assert compared > 1_000
