@@ -19,7 +19,7 @@ import ast
 import os
 import re
 
-from reslint.static.construction_sites import walk_with_parents
+from reslint.static.construction_sites import code_nodes, walk_with_parents
 from reslint.static.literals import literal_eval
 from reslint.static.training_factories import OPTIMIZERS, Factory, factory_of
 from reslint.project_facts import (
@@ -119,24 +119,24 @@ def factory_returns(text: str, tree: ast.Module | None = None) -> dict[str, list
     for function in tree.body:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        nodes = list(ast.walk(function))  # walked once for the three looks below
+        nodes = code_nodes(function)  # walked once for the three looks below
         assigned = {target.id: statement.value for statement in nodes
-                    if isinstance(statement, ast.Assign) for target in statement.targets if isinstance(target, ast.Name)}
+                    if type(statement) is ast.Assign for target in statement.targets if type(target) is ast.Name}
         built = []
         for statement in nodes:
-            if not isinstance(statement, ast.Return) or statement.value is None:
+            if type(statement) is not ast.Return or statement.value is None:
                 continue
             value = statement.value
-            if isinstance(value, ast.Name):
+            if type(value) is ast.Name:
                 value = assigned.get(value.id)
-            if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
+            if type(value) is ast.Call and type(value.func) in (ast.Name, ast.Attribute):
                 dotted = resolve(value.func)
                 if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built:
                     built.append(dotted)
         if built:
             # and the parts it builds the model from (`Model(encoder=Encoder(...), decoder=Decoder(...))`)
-            parts = [resolve(node.func) for node in nodes if isinstance(node, ast.Call)
-                     and isinstance(node.func, (ast.Name, ast.Attribute))]
+            parts = [resolve(node.func) for node in nodes if type(node) is ast.Call
+                     and type(node.func) in (ast.Name, ast.Attribute)]
             factories[function.name] = built + [dotted for dotted in dict.fromkeys(parts)
                                                 if dotted.rsplit(".", 1)[-1][:1].isupper() and dotted not in built]
     return factories
