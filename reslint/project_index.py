@@ -182,6 +182,9 @@ def is_under(path: Path, root: Path) -> bool:
     return True
 
 
+_NOT_WALKED = object()
+
+
 class ProjectIndex:
     """The files of one project (see the module docstring)."""
 
@@ -208,6 +211,7 @@ class ProjectIndex:
         # (tree key, name, evaluator class) -> norm_kind's answer: a file whose libcst index left its cache is not
         # parsed again for it
         self._norm_kinds: dict[tuple, str | None] = {}
+        self._walks: dict[tuple, tuple[tuple[Path, ...], Path | None] | None] = {}  # see _walk_from
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -657,7 +661,19 @@ class ProjectIndex:
                 return candidate
         return None
 
-    def _walk_from(self, importer: Path, module: str, level: int) -> tuple[list[Path], Path | None] | None:
+    def _walk_from(self, importer: Path, module: str, level: int) -> tuple[tuple[Path, ...], Path | None] | None:
+        """`walk` from where `importer` looks for `module` (`level` dots: relative), once per run and directory:
+        the classes of every checked file resolve the same imports, each a handful of `stat`s."""
+        key = (ProjectIndex._run, importer.parent, module, level)
+        known = self._walks.get(key, _NOT_WALKED)
+        if known is _NOT_WALKED:
+            if len(self._walks) >= MAX_KEPT_BY_CONTENT:
+                self._walks.clear()
+            found = self._walked_from(importer, module, level)
+            known = self._walks[key] = (tuple(found[0]), found[1]) if found is not None else None
+        return known
+
+    def _walked_from(self, importer: Path, module: str, level: int) -> tuple[list[Path], Path | None] | None:
         parts = module.split(".") if module else []
         if level:
             base = importer.parent

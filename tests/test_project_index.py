@@ -712,3 +712,26 @@ def test_a_norm_class_of_another_file_is_classified_once_per_content(tmp_path, m
     (tmp_path / "blocks.py").write_text(NORM_MODULE.replace("nn.LayerNorm", "nn.Module"), encoding="utf-8")
     report = reslint.check(models, static=True, cache=False, jobs=1)
     assert report.findings == []  # Rescale is no norm now: no Post-LN to report
+
+
+def test_an_import_is_looked_for_on_disk_once_per_run_and_directory(tmp_path, monkeypatch):
+    """Where `import x.y` leads from a directory is walked (a handful of `stat`s) once per run: the classes of every
+    checked file of that directory resolve the same imports. A new run looks again (a module may have appeared)."""
+    import reslint.project_index as project_index
+
+    write(tmp_path, {"pyproject.toml": "", "pkg/__init__.py": "", "pkg/layers.py": "class Block:\n    pass\n",
+                     "a.py": "from pkg.layers import Block\n", "b.py": "from pkg.layers import Block\n"})
+    walked = []
+    real_walk = project_index.walk
+    monkeypatch.setattr(project_index, "walk", lambda directory, parts: walked.append(parts) or real_walk(directory, parts))
+    index = ProjectIndex(tmp_path)
+    ProjectIndex.new_run()
+    for importer in ("a.py", "b.py", "a.py"):
+        assert index.resolve(tmp_path / importer, "pkg.layers.Block") == (tmp_path / "pkg/layers.py", "Block")
+    assert index.resolve(tmp_path / "a.py", "pkg.norms.Scale") is None
+    assert walked == [["pkg", "layers"], ["pkg", "norms"]]
+
+    write(tmp_path, {"pkg/norms.py": "class Scale:\n    pass\n"})
+    assert index.resolve(tmp_path / "a.py", "pkg.norms.Scale") is None  # the same run: as it was
+    ProjectIndex.new_run()
+    assert index.resolve(tmp_path / "b.py", "pkg.norms.Scale") == (tmp_path / "pkg/norms.py", "Scale")
