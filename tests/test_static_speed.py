@@ -623,7 +623,8 @@ def graph_signature(graph, evaluator) -> tuple:
     nodes = tuple((node.op, node.position, node.frames, node.condition, value(node.inputs),
                    tuple(sorted((name, value(part)) for name, part in node.info.items() if name != "loops")),
                    tuple(node.info.get("loops", ())), value(node.users)) for node in graph.nodes)
-    return (nodes, value(graph.outputs), value(graph.stack_outputs), tuple(graph.stack_iterations.items()),
+    return (nodes, value(graph.outputs), value(graph.stack_outputs),
+            tuple((key, where if type(where) is tuple else where()) for key, where in graph.stack_iterations.items()),
             tuple(evaluator.undecided), tuple(evaluator.flag_defaults.items()), value(evaluator.returned))
 
 

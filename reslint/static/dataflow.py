@@ -709,8 +709,8 @@ class Evaluator:
     def stack_iteration(self, key: str, where: cst.CSTNode) -> None:
         for recording in self.recordings:
             recording.events.append(("iteration", key, where))
-        if key not in self.graph.stack_iterations:
-            self.graph.stack_iterations[key] = self.position(where)
+        if key not in self.graph.stack_iterations:  # placed when a stack reads it: most loops are never read
+            self.graph.stack_iterations[key] = self.place(where)
 
     def _testsoptional_input(self, test, scope: Scope) -> bool:
         """`name is None` / `name is not None` on a forward argument of the root that defaults to None."""

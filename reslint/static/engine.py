@@ -9,7 +9,7 @@ file's free functions as norms (RL401 on `def fast_layer_norm(x, ...)` where it 
 from __future__ import annotations
 
 import re
-
+from collections.abc import Callable
 from dataclasses import replace
 
 import libcst as cst
@@ -104,7 +104,7 @@ class StaticExtractor:
         # is summarised in each model as that model builds it.
         self.seen_from: dict[str, dict[tuple, ResidualAdd]] = {}
         self.final_norms: dict[str, bool | None] = {}
-        self.iterations: dict[str, tuple[int, int]] = {}
+        self.iterations: dict[str, tuple[int, int] | Callable[[], tuple[int, int]]] = {}  # see Graph.stack_iterations
         self.chains: dict[tuple[int, int], LinearChain] = {}
         self.hand_norms: dict[tuple[int, int], NormOp] = {}
         self.graphs: dict[str, Graph] = {}
@@ -670,6 +670,8 @@ class StaticExtractor:
                 else:
                     continue
                 iteration = self.iterations.get(key)
+                if iteration is not None and type(iteration) is not tuple:  # placed when read, as a Node's place
+                    iteration = iteration()
                 stacks[key] = Stack(
                     key=key, owner=info.name, attribute=f"self.{attr}", span=self.span(spec.node, info.node),
                     block_classes=block_classes, depth=depth,

@@ -93,8 +93,9 @@ class Graph:
         self.outputs: list[Node] = []
         # stack key -> nodes returned by its blocks
         self.stack_outputs: dict[str, list[Node]] = {}
-        # stack key -> (line, column) where forward runs the blocks
-        self.stack_iterations: dict[str, tuple[int, int]] = {}
+        # stack key -> (line, column) where forward runs the blocks, or, as a Node's `place`, the call that finds it
+        # when read (positions are found by generating the statement's code, and most loops' are never read)
+        self.stack_iterations: dict[str, tuple[int, int] | Callable[[], tuple[int, int]]] = {}
         # The root's forward took an argument that defaults to None as given where the call without it would
         # bind another value in its place (`if residual is None: residual = x`): see engine's `_default_call`.
         self.default_call_differs = False
