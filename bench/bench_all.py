@@ -453,8 +453,8 @@ def bench_floor(tree: Path, repeat: int, step: int, peers: Peers, scratch: Path)
         rows.append(Row("ruff `check --select ALL --no-cache`, same files", f"CPU {ruff.cpu_median:.1f} s",
                         f"reslint {ratio_text(ours.cpu_median / ruff.cpu_median)} ruff's CPU"))
     notes = [f"Parse floor: {what} ({len(files):,} files); CPU time (user + system) of fresh processes, interpreter "
-             "start-up included, alternated; the ratio is the median of each round's (the floor and reslint run back to "
-             "back); the floor parses with the collector on, as a plain script does."]
+             f"start-up included, alternated; the ratio is the median of each round's ({repeat} rounds; the floor and "
+             "reslint run back to back); the floor parses with the collector on, as a plain script does."]
     largest = largest_python_file()
     if largest is not None:
         log(f"floor: peak RSS on {largest.name} ({largest.stat().st_size / 1e6:.1f} MB)")
@@ -656,6 +656,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--floor-step", type=int, help="the parse-floor case takes every k-th file of the tree "
                                                        "(default 1: all; 20 with --quick)")
     parser.add_argument("--only-floor", action="store_true", help="run the parse-floor case only")
+    parser.add_argument("--floor-repeat", type=int, help="rounds of the parse-floor case (default 3; 5 with "
+                        "--only-floor: the ratio is judged by its median round, and the machine drifts)")
     parser.add_argument("--parse-floor-of", type=Path, help=argparse.SUPPRESS)  # the floor's own process
     parser.add_argument("--libcst-parsed-of", type=Path, nargs=2, help=argparse.SUPPRESS)  # LIST OUT, see bench_floor
     args = parser.parse_args(argv)
@@ -668,6 +670,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.torchfix_sample = 8 if args.quick else 100
     if args.torchfix_timeout is None:
         args.torchfix_timeout = 0 if args.quick else 600
+    if args.floor_repeat is None:
+        args.floor_repeat = min(args.repeat, 5 if args.only_floor else 3)
+    if args.floor_repeat < 1:
+        parser.error("--floor-repeat must be at least 1")
     if args.floor_step is None:
         args.floor_step = 20 if args.quick else 1
     return args
@@ -692,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if tree is not None and tree.is_dir():
             with tempfile.TemporaryDirectory(prefix="reslint-bench-") as scratch:
-                rows, floor_notes = bench_floor(tree, min(args.repeat, 3), args.floor_step, peers, Path(scratch))
+                rows, floor_notes = bench_floor(tree, args.floor_repeat, args.floor_step, peers, Path(scratch))
             sections.append(("Static at the parser's floor, one worker", rows))
             notes += floor_notes
         if not args.only_floor:
