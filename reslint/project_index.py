@@ -212,6 +212,7 @@ class ProjectIndex:
         # parsed again for it
         self._norm_kinds: dict[tuple, str | None] = {}
         self._walks: dict[tuple, tuple[tuple[Path, ...], Path | None] | None] = {}  # see _walk_from
+        self._walks_run = ProjectIndex._run
 
     @classmethod
     def for_file(cls, path: str | os.PathLike, root: str | os.PathLike | None = None) -> ProjectIndex:
@@ -664,11 +665,12 @@ class ProjectIndex:
     def _walk_from(self, importer: Path, module: str, level: int) -> tuple[tuple[Path, ...], Path | None] | None:
         """`walk` from where `importer` looks for `module` (`level` dots: relative), once per run and directory:
         the classes of every checked file resolve the same imports, each a handful of `stat`s."""
-        key = (ProjectIndex._run, importer.parent, module, level)
+        if self._walks_run != ProjectIndex._run or len(self._walks) >= MAX_KEPT_BY_CONTENT:
+            self._walks.clear()
+            self._walks_run = ProjectIndex._run
+        key = (importer.parent, module, level)
         known = self._walks.get(key, _NOT_WALKED)
         if known is _NOT_WALKED:
-            if len(self._walks) >= MAX_KEPT_BY_CONTENT:
-                self._walks.clear()
             found = self._walked_from(importer, module, level)
             known = self._walks[key] = (tuple(found[0]), found[1]) if found is not None else None
         return known

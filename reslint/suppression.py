@@ -75,8 +75,10 @@ def comments(text: str) -> Iterator[tuple[int, str]]:
 def located_comments(text: str) -> list[tuple[int, int, str]]:
     """(line, 0-based column, comment text) for every comment; see `comments`. The last text's are kept: a
     file's unknown codes and its suppressions are read one after the other."""
-    if _last_comments and _last_comments[0] is text:
-        return _last_comments[1]
+    global _last_comments
+    last = _last_comments
+    if last is not None and last[0] is text:
+        return last[1]
     try:
         found = [
             (token.start[0], token.start[1], token.string)
@@ -86,11 +88,11 @@ def located_comments(text: str) -> list[tuple[int, int, str]]:
     except (tokenize.TokenError, SyntaxError):
         found = [(number, line.index("#"), line[line.index("#"):])
                  for number, line in enumerate(text.splitlines(), 1) if "#" in line]
-    _last_comments[:] = [text, found]
+    _last_comments = (text, found)  # one assignment: a check in another thread sees the old pair or the new
     return found
 
 
-_last_comments: list = []  # [text, its located_comments]
+_last_comments: tuple[str, list[tuple[int, int, str]]] | None = None  # the last text and its located_comments
 
 # A word starting with `RL` up to the next space, comma or `]`: every code a comment's code list names is the start
 # of one (it follows a `:`, a `[`, a space or a comma), so a text where each of them names a rule names no unknown one.

@@ -88,7 +88,7 @@ def test_unknown_codes_are_looked_for_only_in_files_that_name_one(source, unknow
     tokenized = []
     real = tokenize.generate_tokens
     monkeypatch.setattr(tokenize, "generate_tokens", lambda readline: tokenized.append(1) or real(readline))
-    suppression._last_comments.clear()
+    monkeypatch.setattr(suppression, "_last_comments", None)
     found = suppression.unused_noqa_findings(source, "m.py")
     assert [(finding.line, finding.column) for finding in found] == unknown
     assert all(finding.code == "RL905" for finding in found)
