@@ -877,35 +877,29 @@ def kept_with_tree(memo: dict, tree: ast.Module, read):
     return known[1]
 
 
-def calls_by_statement(tree: ast.Module) -> list[list[tuple[ast.expr, int]]]:
-    """(func, line) of the named calls of each top-level statement, in `ast.walk(statement)`'s order: one
-    breadth-first walk of the whole tree without ast.walk's generators (a subtree's nodes come in the same order
-    in the walk of the whole tree)."""
-    statements = tree.body
-    found: list[list] = [[] for _ in statements]
-    pending, owners = list(statements), list(range(len(statements)))
-    node_type, call, named = ast.AST, ast.Call, (ast.Name, ast.Attribute)
-    at = 0
-    while at < len(pending):
-        node, owner = pending[at], owners[at]
-        at += 1
+def code_nodes(tree: ast.AST) -> list[ast.AST]:
+    """`list(ast.walk(tree))` without the contexts and operators (_SKIPPED_FIELDS: leaves), in its order: a queue
+    over each node's fields instead of ast.walk's generators over ast.iter_fields' generators."""
+    nodes, node_type = [tree], ast.AST
+    for node in nodes:  # grows while read: a queue
         kind = type(node)
-        if kind is call and isinstance(node.func, named):
-            found[owner].append((node.func, node.lineno))
         fields = _node_fields.get(kind)
         if fields is None:
             fields = _node_fields[kind] = tuple(field for field in kind._fields if field not in _SKIPPED_FIELDS)
         for field in fields:
             value = getattr(node, field, None)
             if isinstance(value, node_type):
-                pending.append(value)
-                owners.append(owner)
+                nodes.append(value)
             elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, node_type):
-                        pending.append(item)
-                        owners.append(owner)
-    return found
+                nodes.extend(item for item in value if isinstance(item, node_type))
+    return nodes
+
+
+def calls_by_statement(tree: ast.Module) -> list[list[tuple[ast.expr, int]]]:
+    """(func, line) of the named calls of each top-level statement, in `ast.walk(statement)`'s order (code_nodes)."""
+    call, named = ast.Call, (ast.Name, ast.Attribute)
+    return [[(node.func, node.lineno) for node in code_nodes(statement) if type(node) is call
+             and isinstance(node.func, named)] for statement in tree.body]
 
 
 def references_of(path: Path, tree: ast.Module, names: set[str], modules: set[str],

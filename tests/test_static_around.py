@@ -144,7 +144,7 @@ def reference_calls(tree: ast.Module) -> list[tuple]:
 def test_a_project_files_imports_and_calls_without_ast_walk_are_ast_walks() -> None:
     """In ast.walk's order: the first import binding a name is the one a re-export is followed through, and the
     construction sites of a class come in the order of its calls."""
-    from reslint.project_index import named_calls, read_imports
+    from reslint.project_index import code_nodes, named_calls, read_imports
 
     checked = 0
     for path in FIXTURE_FILES + sorted(MODELS.rglob("*.py"))[::40]:
@@ -155,6 +155,8 @@ def test_a_project_files_imports_and_calls_without_ast_walk_are_ast_walks() -> N
         imports, calls = read_imports(tree), named_calls(tree)
         assert [(s.module, s.level, s.names, s.local_names) for s in imports] == reference_imports(tree)
         assert [(id(func), *rest) for func, *rest in calls] == reference_calls(tree)
+        leaves = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+        assert list(map(id, code_nodes(tree))) == [id(node) for node in ast.walk(tree) if not isinstance(node, leaves)]
         checked += bool(imports) and bool(calls)
     assert checked > 100
 

@@ -429,32 +429,6 @@ def walk_with_parents(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.A
     return nodes, parents
 
 
-# Fields that hold only a leaf without children (`Load`, `Add`, `Eq`): a walk looking for statements, calls or
-# names leaves them out, which keeps the others in `ast.walk`'s order.
-LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
-_walked_fields: dict[type, tuple[str, ...]] = {}
-
-
-def code_nodes(tree: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(tree))` without the contexts and operators (LEAF_FIELDS), in its order: a queue over each
-    node's fields instead of ast.walk's generators over ast.iter_fields' generators."""
-    nodes, node_type = [tree], ast.AST
-    for node in nodes:  # grows while read: a queue
-        kind = type(node)
-        fields = _walked_fields.get(kind)
-        if fields is None:
-            fields = _walked_fields[kind] = tuple(name for name in kind._fields if name not in LEAF_FIELDS)
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                nodes.append(value)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, node_type):
-                        nodes.append(item)
-    return nodes
-
-
 def argparse_dest(call: ast.Call) -> str:
     for item in call.keywords:
         if item.arg == "dest" and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str):

@@ -19,7 +19,7 @@ import ast
 import os
 import re
 
-from reslint.static.construction_sites import code_nodes, walk_with_parents
+from reslint.static.construction_sites import walk_with_parents
 from reslint.static.literals import literal_eval
 from reslint.static.training_factories import OPTIMIZERS, Factory, factory_of
 from reslint.project_facts import (
@@ -30,6 +30,7 @@ from reslint.project_facts import (
     OptimizerSite,
     Schedule,
 )
+from reslint.project_index import code_nodes
 
 # A file names one of these words when it holds training code; looked for with `in`, a tenth of a regular
 # expression's alternation over every checked file's text.
