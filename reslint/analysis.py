@@ -134,7 +134,8 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
 
     project = ProjectIndex.for_file(source_path or path)
     source = text.encode("utf-8", "surrogatepass")
-    checked = project.kept_tree(source_path or path, source) or cpython_parse(text)
+    key = project.content_key(source_path or path, source)
+    checked = project.kept_tree(key, source) or cpython_parse(text)
     refused = refused_before_libcst(path, text, checked)
     tree = None if isinstance(checked, SyntaxError) else checked
     facts = facts_without_libcst(path, text, tree) if refused is None and tree is not None else None
@@ -151,7 +152,7 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
     from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
-    with project.lent_tree(source_path or path, source, tree) if tree is not None else contextlib.nullcontext(), \
+    with project.lent_tree(source_path or path, source, tree, key) if tree is not None else contextlib.nullcontext(), \
             cut_when_done():
         if facts is None:
             facts = extract_facts(path, module, source_path, text=text, tree=tree)

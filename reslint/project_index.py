@@ -313,21 +313,28 @@ class ProjectIndex:
         self._outlines[key] = outline
         return outline
 
-    def kept_tree(self, path: str | os.PathLike, source: bytes) -> ast.Module | None:
-        """The `ast` tree of `source` as the file `path`, when another file's analysis had it parsed and it is still
+    @staticmethod
+    def content_key(path: str | os.PathLike, source: bytes) -> tuple[Path, str]:
+        """The key the trees, outlines and facts of the file `path` holding `source` are kept under."""
+        return Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()
+
+    def kept_tree(self, key: tuple[Path, str], source: bytes) -> ast.Module | None:
+        """The `ast` tree of `source` (its `content_key`), when another file's analysis had it parsed and it is still
         in the tree cache: a file imported by the files checked before it is not parsed again for its own check."""
-        if not self._trees or not parses_as_utf8_text(source):
+        if not parses_as_utf8_text(source):
             return None
-        known = self._trees.get((Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest()))
+        known = self._trees.get(key)
         return known[0] if known is not None else None
 
     @contextlib.contextmanager
-    def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module) -> Iterator[None]:
+    def lent_tree(self, path: str | os.PathLike, source: bytes, tree: ast.Module,
+                  key: tuple[Path, str] | None = None) -> Iterator[None]:
         """While the analysis of a file runs: its CPython AST, parsed already, is `syntax_tree`'s for that file
-        while the file holds `source` (a construction-site search reads the checked file's own calls). Kept after
-        only if it was asked for, as a tree parsed here would be; its outline is kept (by content) in any case:
-        the files checked after it resolve their imports through it (a tenth of the other files' parses)."""
-        key = (Path(os.path.abspath(path)), hashlib.sha1(source).hexdigest())
+        while the file holds `source` (`key`: its `content_key`, when known). Kept after only if it was asked for,
+        as a tree parsed here would be (a construction-site search reads the checked file's own calls); its outline
+        is kept (by content) in any case: the files checked after it resolve their imports through it (a tenth of
+        the other files' parses)."""
+        key = key or self.content_key(path, source)
         self._lent = (key, tree)
         try:
             yield
