@@ -299,18 +299,25 @@ def bench_corpus(tree: Path, repeat: int, peers: Peers, torchfix_sample: int, to
         return rows, notes
     chosen = sample(files, torchfix_sample)
     chosen_lines = sum(path.read_bytes().count(b"\n") for path in chosen)
-    log(f"corpus: TorchFix vs reslint on a sample of {len(chosen)} files ({chosen_lines:,} lines), 1 run each")
+    log(f"corpus: TorchFix vs reslint on a sample of {len(chosen)} files ({chosen_lines:,} lines), {repeat} runs each")
     jobs = str(os.cpu_count() or 1)
-    fix = run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, *map(str, chosen)], project, check=False)
-    ours = run_once(reslint_command("--static", "--no-cache", *config, *map(str, chosen)), project)
-    sample_ratio = fix.seconds / ours.seconds
+    fix, ours = Series("TorchFix"), Series("reslint sample")
+    # Alternated rounds after an untimed run of each (as the floor case): one cold run under load once read twice
+    # TorchFix's CPU of quiet, warm ones.
+    alternate([
+        (fix, lambda: run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, *map(str, chosen)], project,
+                               check=False)),
+        (ours, lambda: run_once(reslint_command("--static", "--no-cache", *config, *map(str, chosen)), project)),
+    ], repeat, warm_up=True, mirrored=True)
+    sample_ratio = fix.median / ours.median
     notes.append(f"TorchFix sample: every {len(files) / len(chosen):.0f}th file of the tree by path ({len(chosen)} "
-                 f"files, {chosen_lines:,} lines), both tools once over the same list with {jobs} jobs.")
+                 f"files, {chosen_lines:,} lines), both tools over the same list with {jobs} jobs, {repeat} "
+                 "alternated rounds after an untimed run of each.")
     rows.append(Row(f"TorchFix `--select ALL` on the sample ({len(chosen)} files)",
-                    f"{fix.seconds:.1f} s (CPU {fix.cpu_seconds:.0f} s)"))
-    cpu_ratio = fix.cpu_seconds / ours.cpu_seconds if ours.cpu_seconds else float("nan")
+                    f"{fix.median:.1f} s (CPU {fix.cpu_median:.0f} s)"))
+    cpu_ratio = fix.cpu_median / ours.cpu_median if ours.cpu_median else float("nan")
     rows.append(Row("`reslint check --static --no-cache` on the same sample",
-                    f"{ours.seconds:.1f} s (CPU {ours.cpu_seconds:.0f} s)",
+                    f"{ours.median:.1f} s (CPU {ours.cpu_median:.1f} s)",
                     f"{ratio_text(sample_ratio)} faster than TorchFix (CPU {ratio_text(cpu_ratio)})", ">= 15x faster",
                     judged(sample_ratio >= 15)))
     if torchfix_timeout > 0:
