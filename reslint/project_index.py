@@ -197,13 +197,14 @@ class ProjectIndex:
         self._trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = OrderedDict()  # -> (tree, size)
         self._tree_source = 0  # the bytes of source of the trees held
         # path -> (run, mtime, size, import words, whether it spells `add_argument`)
-        self._import_words: dict[Path, tuple[int, int, int, frozenset[str], bool]] = {}
+        self._import_words: dict[Path, tuple[int, int, int, frozenset[str] | None, bool]] = {}  # see _scanned
         self._indexes: OrderedDict[tuple[Path, str], tuple[object, int]] = OrderedDict()  # -> (index, size)
         self._index_source = 0
         self._facts: dict[tuple, object] = {}
         self._files: list[Path] | None = None
         self._positions: dict[Path, int] | None = None  # python_files' file -> its place in the list
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
+        self._importing_among: tuple[tuple, dict[str, list[int]]] | None = None  # see _files_importing_among
         self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
         self._tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = {}  # path -> (what it was when read, tree key)
         self._outlines: dict[tuple[Path, str], Outline] = {}  # tree key -> the file's outline
@@ -345,24 +346,30 @@ class ProjectIndex:
 
     def imported_words(self, path: Path) -> frozenset[str]:
         """The words of the file's import statements, from its text (a superset of the names it imports;
-        cheap enough to ask of every file of a large project, and kept while the file is unchanged).
-        A file is looked at once per run (`new_run`): every class of every checked file asks of every
-        project file, and a `stat` each time was a tenth of a whole-tree check."""
+        cheap enough to ask of every file of a large project, and kept while the file is unchanged)."""
+        return self._scanned(path, words=True)[3]
+
+    def _scanned(self, path: Path, words: bool) -> tuple[int, int, int, frozenset[str] | None, bool]:
+        """(run, mtime, size, the file's import words or None when not asked for yet, whether it spells
+        `add_argument`). A file is looked at once per run (`new_run`): every class of every checked file asks of
+        every project file, and a `stat` each time was a tenth of a whole-tree check. Its words are read only when
+        asked for: a search for the files declaring arguments reads every file of the project for that alone."""
         known = self._import_words.get(path)
-        if known is not None and known[0] == ProjectIndex._run:
-            return known[3]
+        if known is not None and known[0] == ProjectIndex._run and (known[3] is not None or not words):
+            return known
         try:
             status = os.stat(path)
         except OSError:
-            return frozenset()
-        if known is None or known[1:3] != (status.st_mtime_ns, status.st_size):
-            source = self.source(path) or b""
-            words = frozenset(word.decode() for clause in import_clauses(source) for word in WORD.findall(clause))
-            arguments = b"add_argument" in source
+            return (ProjectIndex._run, 0, 0, frozenset(), False)
+        if known is not None and known[1:3] == (status.st_mtime_ns, status.st_size) and (known[3] is not None or not words):
+            found, arguments = known[3], known[4]
         else:
-            words, arguments = known[3], known[4]
-        self._import_words[path] = (ProjectIndex._run, status.st_mtime_ns, status.st_size, words, arguments)
-        return words
+            source = self.source(path) or b""
+            found = frozenset(word.decode() for clause in import_clauses(source) for word in WORD.findall(clause)) \
+                if words else None
+            arguments = b"add_argument" in source
+        entry = self._import_words[path] = (ProjectIndex._run, status.st_mtime_ns, status.st_size, found, arguments)
+        return entry
 
     @classmethod
     def new_run(cls) -> None:
@@ -752,7 +759,7 @@ class ProjectIndex:
         if self._positions is None or len(self._positions) != len(files):
             self._positions = {file: position for position, file in enumerate(files)}
         target_position = self._positions.get(target, -1)
-        importing = self.files_importing(files)
+        importing = self.files_importing(files) if among is None else self._files_importing_among(files, among)
         places = {target_position} if target_position >= 0 else set()
         for word in (*sites, stem):
             places.update(importing.get(word, ()))
@@ -782,21 +789,34 @@ class ProjectIndex:
         overlaid = overlay(path)
         if overlaid is not None:  # a fix's re-check: the text it reads as now
             return b"add_argument" in overlaid
-        self.imported_words(path)  # read with the words, once per run (asked of each file importing a class)
-        known = self._import_words.get(path)
-        return known is not None and known[4]
+        return self._scanned(path, words=False)[4]
 
     def files_importing(self, files: list[Path]) -> dict[str, list[int]]:
         """Each word of the project files' import statements -> the places (in `files`) of the files whose
         `imported_words` hold it, once per run: a construction-site search then looks only at the files that
         may import the class or its module, not at every file of the project for every class asked."""
         if self._importing is None or self._importing[0] != ProjectIndex._run:
-            importing: dict[str, list[int]] = {}
-            for position, candidate in enumerate(files):
+            self._importing = (ProjectIndex._run, self._words_of(files, None))
+        return self._importing[1]
+
+    def _files_importing_among(self, files: list[Path], among: Callable[[Path], bool]) -> dict[str, list[int]]:
+        """`files_importing` of the files `among` accepts, once per run and set of overlays: the search for the
+        training scripts that build a model (`declares_arguments`) reads the import words of those few only (3 of
+        transformers' 2,951 files), not of every file of the project, as a check of one model file did."""
+        from reslint.file_gate import overlay_generation
+
+        key = (ProjectIndex._run, overlay_generation(), getattr(among, "__func__", among))
+        if self._importing_among is None or self._importing_among[0] != key:
+            self._importing_among = (key, self._words_of(files, among))
+        return self._importing_among[1]
+
+    def _words_of(self, files: list[Path], among: Callable[[Path], bool] | None) -> dict[str, list[int]]:
+        importing: dict[str, list[int]] = {}
+        for position, candidate in enumerate(files):
+            if among is None or among(candidate):
                 for word in self.imported_words(candidate):
                     importing.setdefault(word, []).append(position)
-            self._importing = (ProjectIndex._run, importing)
-        return self._importing[1]
+        return importing
 
     def _bindings(self, candidate: Path, target: Path, class_name: str) -> tuple[set[str], set[str]]:
         """The local names `candidate` binds to the class, and to the module defining it."""

@@ -583,23 +583,33 @@ def test_resolving_a_name_reads_a_file_once_per_content_after_its_tree_left_the_
     assert parsed[3:] == ["shared/helpers.py"]
 
 
-def test_whether_a_file_declares_command_line_arguments_is_read_with_its_import_words(tmp_path, monkeypatch):
-    """`declares_arguments` (asked of every file importing a class a config default is looked for) reads the file
-    once per run, with its import words; an overlay (a fix's re-check) is read as it is."""
+def test_whether_a_file_declares_command_line_arguments_is_read_once_per_run_without_its_import_words(tmp_path,
+                                                                                                      monkeypatch):
+    """`declares_arguments` (asked of every project file when the scripts building a model are searched) reads a
+    file once per run and does not extract its import words; words asked for later are read then, and a file
+    whose words are known answers without another read, in a later run too while it is unchanged; an overlay (a
+    fix's re-check) is read as it is."""
+    import reslint.project_index as project_index
     from reslint.file_gate import overlaid
 
     write(tmp_path, {"pyproject.toml": "", "train.py": "import argparse\nparser.add_argument('--depth')\n",
                      "other.py": "import torch\n"})
     train, other = tmp_path / "train.py", tmp_path / "other.py"
     index = ProjectIndex(tmp_path)
-    reads = []
-    real_source = ProjectIndex.source
+    reads, clauses = [], []
+    real_source, real_clauses = ProjectIndex.source, project_index.import_clauses
     monkeypatch.setattr(ProjectIndex, "source", lambda self, file: reads.append(file.name) or real_source(self, file))
+    monkeypatch.setattr(project_index, "import_clauses", lambda source: clauses.append(source) or real_clauses(source))
     ProjectIndex.new_run()
     assert [index.declares_arguments(train), index.declares_arguments(other)] == [True, False]
-    assert index.imported_words(train) == {"argparse"}
     assert [index.declares_arguments(train), index.declares_arguments(other)] == [True, False]
-    assert reads == ["train.py", "other.py"]
+    assert reads == ["train.py", "other.py"] and clauses == []
+    assert index.imported_words(train) == {"argparse"}
+    assert index.imported_words(train) == {"argparse"}
+    assert reads == ["train.py", "other.py", "train.py"] and len(clauses) == 1
+    ProjectIndex.new_run()
+    assert [index.declares_arguments(train), index.imported_words(train)] == [True, {"argparse"}]
+    assert reads == ["train.py", "other.py", "train.py"]
     with overlaid(other, b"parser.add_argument('--norm')\n"):
         assert index.declares_arguments(other) is True
     assert index.declares_arguments(other) is False

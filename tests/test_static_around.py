@@ -379,6 +379,34 @@ def test_a_builder_without_command_line_arguments_is_not_searched(tmp_path, monk
     assert [site.path.name for site in index.construction_sites(path, "Block")] == ["build.py", "train.py"]
 
 
+def test_the_search_for_a_models_builders_reads_import_words_only_of_files_declaring_arguments(tmp_path, monkeypatch):
+    """Only a file that spells `add_argument` can give a model command-line defaults: the search for its builders
+    reads each project file for that word and the import words of those files alone (a check of one transformers
+    model file had extracted the import words of all 2,951 files of the package). A search for every construction
+    site still reads them all."""
+    import reslint.project_index as project_index
+    from reslint.static.index import FileIndex
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(BLOCK_READING_ARGS)
+    (tmp_path / "train.py").write_text(SCRIPT_WITH_ARGUMENTS)
+    (tmp_path / "build.py").write_text(BUILDER_WITHOUT_ARGUMENTS)
+    (tmp_path / "helpers.py").write_text("import math\n")
+    asked = []
+    imported_words = project_index.ProjectIndex.imported_words
+    monkeypatch.setattr(project_index.ProjectIndex, "imported_words",
+                        lambda self, file: asked.append(file.name) or imported_words(self, file))
+    project_index.ProjectIndex._shared.clear()
+    project_index.ProjectIndex.new_run()
+    path = tmp_path / "model.py"
+    index = project_index.ProjectIndex.for_file(path)
+    builders = index.builder_indexes(path, FileIndex(cst.parse_module(BLOCK_READING_ARGS)))
+    assert [builder_path.name for builder_path, _ in builders] == ["train.py"]
+    assert set(asked) == {"train.py"}
+    assert [site.path.name for site in index.construction_sites(path, "Block")] == ["build.py", "train.py"]
+    assert set(asked) == {"build.py", "helpers.py", "model.py", "train.py"}
+
+
 def test_a_resolved_import_is_looked_up_once_per_project_run(tmp_path, monkeypatch) -> None:
     from reslint.project import Project
     from reslint.project_index import ProjectIndex
