@@ -196,8 +196,8 @@ class ProjectIndex:
         self.configured_root = configured_root
         self._trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = OrderedDict()  # -> (tree, size)
         self._tree_source = 0  # the bytes of source of the trees held
-        # path -> (run, mtime, size, import words, whether it spells `add_argument`)
-        self._import_words: dict[Path, tuple[int, int, int, frozenset[str] | None, bool]] = {}  # see _scanned
+        # path -> (run, mtime, size, import words or None, whether it spells `add_argument`): see _scanned
+        self._import_words: dict[Path, tuple[int, int, int, frozenset[str] | None, bool]] = {}
         self._indexes: OrderedDict[tuple[Path, str], tuple[object, int]] = OrderedDict()  # -> (index, size)
         self._index_source = 0
         self._facts: dict[tuple, object] = {}
@@ -355,13 +355,14 @@ class ProjectIndex:
         every project file, and a `stat` each time was a tenth of a whole-tree check. Its words are read only when
         asked for: a search for the files declaring arguments reads every file of the project for that alone."""
         known = self._import_words.get(path)
-        if known is not None and known[0] == ProjectIndex._run and (known[3] is not None or not words):
+        enough = known is not None and (known[3] is not None or not words)  # it holds what is asked for
+        if enough and known[0] == ProjectIndex._run:
             return known
         try:
             status = os.stat(path)
         except OSError:
             return (ProjectIndex._run, 0, 0, frozenset(), False)
-        if known is not None and known[1:3] == (status.st_mtime_ns, status.st_size) and (known[3] is not None or not words):
+        if enough and known[1:3] == (status.st_mtime_ns, status.st_size):
             found, arguments = known[3], known[4]
         else:
             source = self.source(path) or b""
