@@ -238,3 +238,56 @@ def test_a_parse_that_cannot_make_the_inits_leaves_the_thread_validated(monkeypa
     with pytest.raises(RuntimeError):
         parse_module("x = 1\n")
     assert threading.get_ident() not in unvalidated_parse._parsing
+
+
+def whitespace_nodes(tree) -> list:
+    """Every SimpleWhitespace and Newline under `tree`, once per place it holds one (a shared node repeats)."""
+    found, pending = [], [tree]
+    while pending:
+        node = pending.pop()
+        if type(node) in (libcst.SimpleWhitespace, libcst.Newline):
+            found.append(node)
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(item, libcst.CSTNode):
+                    pending.append(item)
+    return found
+
+
+SPACED = "x = f(a, b)\nif x:\n    y  =  x.z  # two spaces\n"
+
+
+def test_in_reslints_own_process_the_parser_shares_the_common_whitespace_nodes(own_process):
+    """`SimpleWhitespace("")`, `SimpleWhitespace(" ")` and `Newline(None)` are nearly half of the nodes libcst makes:
+    one node each, in every place and every parse; any other value is a node of its own per place, and the tree
+    is libcst's tree all the same."""
+    first, second = parse_module(SPACED), parse_module("a = b\n")
+    assert first.deep_equals(libcst.parse_module(SPACED)) and first.code == SPACED
+    nodes = whitespace_nodes(first) + whitespace_nodes(second)
+    common = {("SimpleWhitespace", ""), ("SimpleWhitespace", " "), ("Newline", None)}
+    distinct: dict[tuple, set[int]] = {}
+    places: dict[tuple, int] = {}
+    for node in nodes:
+        key = (type(node).__name__, node.value)
+        distinct.setdefault(key, set()).add(id(node))
+        places[key] = places.get(key, 0) + 1
+    assert common <= set(distinct)
+    assert all(len(distinct[key]) == 1 for key in common)
+    assert len(distinct[("SimpleWhitespace", "  ")]) == places[("SimpleWhitespace", "  ")] == 3
+    assert places[("SimpleWhitespace", "")] > 10
+
+
+def test_whitespace_nodes_made_outside_the_parse_or_for_a_library_caller_are_each_their_own(own_process, monkeypatch):
+    import reslint.runner
+
+    with pytest.raises(libcst.ParserSyntaxError):
+        parse_module("def (:\n")
+    parse_module("x = 1\n")
+    assert libcst.SimpleWhitespace("") is not libcst.SimpleWhitespace("")
+    assert libcst.Newline() is not libcst.Newline()
+    assert isinstance(libcst.SimpleWhitespace, type) and isinstance(libcst.Newline, type)
+    # a library caller's process: its other threads may make nodes during the parse, and keep their own
+    monkeypatch.setattr(reslint.runner, "own_process", False)
+    nodes = whitespace_nodes(parse_module(SPACED))
+    assert len({id(node) for node in nodes}) == len(nodes)
