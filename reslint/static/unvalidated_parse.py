@@ -62,7 +62,7 @@ def parse_module(source: str | bytes) -> Any:
     try:
         CSTNode.__post_init__ = object.__init__ if alone else _validated_unless_parsing
         _install(faster)
-        if alone:  # no other thread makes nodes meanwhile (a library caller's threads would get shared ones)
+        if alone:  # no other thread runs meanwhile: one would find functions in libcst's place (`isinstance` fails)
             _expose(libcst, shared)
         return libcst.parse_module(source)
     finally:
