@@ -35,6 +35,8 @@ def main() -> int:
     if tree is None:
         parser.error("no --tree given and transformers is not installed")
     files = python_files(tree)[::args.step]
+    if not files:
+        parser.error(f"no Python files under {tree}")
     analysed = analysed_files(files)
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as scratch:
@@ -51,14 +53,19 @@ def main() -> int:
             started = {}
             for name, command in pair if round_number % 2 == 0 else pair[::-1]:
                 process = subprocess.Popen(command, cwd=scratch, env=env, stdout=subprocess.DEVNULL)
-                started[process.pid] = name
+                started[process.pid] = (name, process)
             cpu = {}
             while started:
                 pid, status, usage = os.wait4(-1, 0)
+                name, process = started.pop(pid)
+                process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it
                 if status != 0:
-                    print(f"{started[pid]} failed (wait status {status})", file=sys.stderr)
+                    print(f"{name} failed (wait status {status})", file=sys.stderr)
+                    for _, other in started.values():  # not left running over the scratch folder being removed
+                        other.kill()
+                        other.wait()
                     return 1
-                cpu[started.pop(pid)] = usage.ru_utime + usage.ru_stime
+                cpu[name] = usage.ru_utime + usage.ru_stime
             ratios.append(cpu["reslint"] / cpu["floor"])
             print(f"round {round_number}: floor {cpu['floor']:.1f} CPU-s, reslint {cpu['reslint']:.1f} CPU-s, "
                   f"{ratios[-1]:.3f}x", flush=True)
