@@ -190,6 +190,7 @@ class ProjectIndex:
 
     _shared: dict[tuple[Path, Path | None], ProjectIndex] = {}
     _run = 0  # see new_run
+    prebuilt = None  # a pool's helper scanning the project for the workers (reslint.prebuilt_index), while it runs
 
     def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None):
         self.root = Path(os.path.abspath(root))
@@ -377,6 +378,28 @@ class ProjectIndex:
         """A check starts: files read in an earlier one are looked at again (they may have changed since)."""
         cls._run += 1
 
+    @classmethod
+    def current_run(cls) -> int:
+        return cls._run
+
+    def shareable_scan(self) -> tuple[list[Path], dict[Path, tuple], dict[str, list[int]]]:
+        """The project's files and their import words, as `files_importing` reads them, for `adopt_scan` in
+        another process: (files, file -> (mtime, size, import words, spells `add_argument`), word -> places)."""
+        files = self.python_files()
+        importing = self.files_importing(files)
+        return files, {path: entry[1:] for path, entry in self._import_words.items()}, importing
+
+    def adopt_scan(self, files: list[Path], scanned: dict[Path, tuple], importing: dict[str, list[int]]) -> None:
+        """`shareable_scan`'s result, made in this run: as if this index had read the files itself. A file this
+        index has already read in this run keeps what it read."""
+        run, known = ProjectIndex._run, self._import_words
+        for path, (mtime, size, words, arguments) in scanned.items():
+            entry = known.get(path)
+            if entry is None or entry[0] != run or entry[3] is None:
+                known[path] = (run, mtime, size, words, arguments)
+        self._files = files
+        self._importing = (run, importing)
+
     def imports(self, path: Path) -> list[ImportStatement]:
         """Every import statement of the file, wherever it is (a function, `if TYPE_CHECKING:`, a `try:`)."""
         outline = self.outline(path)  # asked once per class a file may build
@@ -562,6 +585,8 @@ class ProjectIndex:
         """The project's Python files (skipped directories left out), walked once."""
         from reslint.discovery import is_fix_temporary, is_skipped_dir
 
+        if self._files is None and ProjectIndex.prebuilt is not None:
+            ProjectIndex.prebuilt.adopt(self)
         if self._files is None:
             found: list[Path] = []
             for current, dirnames, filenames in os.walk(self.root):

@@ -70,32 +70,58 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
     phase = "parsing" if settings.static else "tracing"
     tell(len(outcomes), total, phase)
     jobs = settings.jobs or available_cpus()
-    if len(pending) > 1 and jobs > 1:
-        preload_engine(settings)
-        workers = min(jobs, len(pending))
-        # Largest files first, one per task, so that no worker is left with a big file at the end;
-        # the report is sorted afterwards, so the order of work never shows.
-        ordered = sorted(pending, key=file_size, reverse=True)
-        finished = [len(outcomes)]
+    scan = prebuilt_scan(pending, jobs)
+    try:
+        if len(pending) > 1 and jobs > 1:
+            preload_engine(settings)
+            workers = min(jobs, len(pending))
+            # Largest files first, one per task, so that no worker is left with a big file at the end;
+            # the report is sorted afterwards, so the order of work never shows.
+            ordered = sorted(pending, key=file_size, reverse=True)
+            finished = [len(outcomes)]
 
-        def one_more() -> None:
-            finished[0] += 1
-            tell(finished[0], total, phase)
+            def one_more() -> None:
+                finished[0] += 1
+                tell(finished[0], total, phase)
 
-        done, lost = run_pool(check, ordered, settings, workers, one_more)
-        outcomes += done
-        if lost:  # a worker died (a crash, the OOM killer): each unfinished file again, in its own child
-            done, lost = run_pool(check_source_isolated, lost, settings, workers)
-            outcomes += done + [stopped_outcome(source, settings, "the process checking it died") for source in lost]
-    else:
-        for source in pending:
-            outcomes.append(check(source, settings))
-            tell(len(outcomes), total, phase)
-    tell(total, total, "linking")
-    report = merge(outcomes, len(sources))
-    report.prepared_fixes = {outcome.display: outcome.fixes for outcome in outcomes if outcome.fixes is not None}
-    link_project(report, sources, outcomes, settings)
+            done, lost = run_pool(check, ordered, settings, workers, one_more)
+            outcomes += done
+            if lost:  # a worker died (a crash, the OOM killer): each unfinished file again, in its own child
+                done, lost = run_pool(check_source_isolated, lost, settings, workers)
+                outcomes += done + [stopped_outcome(source, settings, "the process checking it died") for source in lost]
+        else:
+            for source in pending:
+                outcomes.append(check(source, settings))
+                tell(len(outcomes), total, phase)
+        tell(total, total, "linking")
+        report = merge(outcomes, len(sources))
+        report.prepared_fixes = {outcome.display: outcome.fixes for outcome in outcomes if outcome.fixes is not None}
+        link_project(report, sources, outcomes, settings)
+    finally:
+        stop_prebuilt_scan(scan)
     return report
+
+
+def prebuilt_scan(pending: list[SourceFile], jobs: int):
+    """The helper scanning the project once for a pool's workers (reslint.prebuilt_index), where they will inherit
+    it: a pool of forked workers in a process of reslint's own (a caller's other threads make forking a
+    helper unsafe), with a core to spare for it."""
+    if len(pending) < 2 or jobs < 2 or not own_process or available_cpus() < 2:
+        return None
+    import multiprocessing
+
+    if multiprocessing.get_start_method() != "fork":
+        return None
+    from reslint.prebuilt_index import start_prebuilt_scan
+
+    return start_prebuilt_scan([source.path for source in pending])
+
+
+def stop_prebuilt_scan(scan) -> None:
+    if scan is not None:
+        from reslint.prebuilt_index import stop_prebuilt_scan as stop
+
+        stop(scan)
 
 
 def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,
