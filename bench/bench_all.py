@@ -294,9 +294,33 @@ def bench_corpus(tree: Path, repeat: int, peers: Peers, torchfix_sample: int, to
     rows.append(Row("same, warm cache", f"{warm.median:.2f} s", f"{ratio:.3f}x the uncached run",
                     "<= 0.1x", judged(ratio <= 0.1)))
 
+    sample_rows, sample_notes = bench_torchfix_sample(files, repeat, peers, torchfix_sample, project, config)
+    rows += sample_rows
+    notes += sample_notes
+    if peers.torchfix and torchfix_timeout > 0:
+        log(f"corpus: TorchFix on the whole tree, limited to {torchfix_timeout:.0f} s")
+        jobs = str(os.cpu_count() or 1)
+        whole = run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, str(tree)], project,
+                         timeout=torchfix_timeout, check=False)
+        if whole.timed_out:
+            bound = torchfix_timeout / cold.median
+            rows.append(Row("TorchFix `--select ALL`, whole tree", f"> {torchfix_timeout:.0f} s (stopped)",
+                            f"> {ratio_text(bound)} reslint's time", ">= 15x faster",
+                            "met" if bound >= 15 else "lower bound only"))
+        else:
+            whole_ratio = whole.seconds / cold.median
+            rows.append(Row("TorchFix `--select ALL`, whole tree", f"{whole.seconds:.1f} s",
+                            f"{ratio_text(whole_ratio)} reslint's time", ">= 15x faster", judged(whole_ratio >= 15)))
+    return rows, notes
+
+
+def bench_torchfix_sample(files: list[Path], repeat: int, peers: Peers, torchfix_sample: int, project: Path,
+                          config: tuple[str, ...]) -> tuple[list[Row], list[str]]:
+    """TorchFix and `reslint check --static` over the same sample of the tree, alternated (`project`: the scratch
+    project both run in)."""
     if not peers.torchfix:
-        rows.append(Row("TorchFix", peers.problem or "not available"))
-        return rows, notes
+        return [Row("TorchFix", peers.problem or "not available")], []
+    rows, notes = [], []
     chosen = sample(files, torchfix_sample)
     chosen_lines = sum(path.read_bytes().count(b"\n") for path in chosen)
     log(f"corpus: TorchFix vs reslint on a sample of {len(chosen)} files ({chosen_lines:,} lines), {repeat} runs each")
@@ -320,19 +344,6 @@ def bench_corpus(tree: Path, repeat: int, peers: Peers, torchfix_sample: int, to
                     f"{ours.median:.1f} s (CPU {ours.cpu_median:.1f} s)",
                     f"{ratio_text(sample_ratio)} faster than TorchFix (CPU {ratio_text(cpu_ratio)})", ">= 15x faster",
                     judged(sample_ratio >= 15)))
-    if torchfix_timeout > 0:
-        log(f"corpus: TorchFix on the whole tree, limited to {torchfix_timeout:.0f} s")
-        whole = run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, str(tree)], project,
-                         timeout=torchfix_timeout, check=False)
-        if whole.timed_out:
-            bound = torchfix_timeout / cold.median
-            rows.append(Row("TorchFix `--select ALL`, whole tree", f"> {torchfix_timeout:.0f} s (stopped)",
-                            f"> {ratio_text(bound)} reslint's time", ">= 15x faster",
-                            "met" if bound >= 15 else "lower bound only"))
-        else:
-            whole_ratio = whole.seconds / cold.median
-            rows.append(Row("TorchFix `--select ALL`, whole tree", f"{whole.seconds:.1f} s",
-                            f"{ratio_text(whole_ratio)} reslint's time", ">= 15x faster", judged(whole_ratio >= 15)))
     return rows, notes
 
 
@@ -666,6 +677,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--floor-step", type=int, help="the parse-floor case takes every k-th file of the tree "
                                                        "(default 1: all; 20 with --quick)")
     parser.add_argument("--only-floor", action="store_true", help="run the parse-floor case only")
+    parser.add_argument("--only-torchfix", action="store_true",
+                        help="run the TorchFix sample case only (printed, not written to --output)")
     parser.add_argument("--floor-repeat", type=int, help="rounds of the parse-floor case (default 3; 5 with "
                         "--only-floor: the ratio is judged by its median round, and the machine drifts)")
     parser.add_argument("--parse-floor-of", type=Path, help=argparse.SUPPRESS)  # the floor's own process
@@ -706,12 +719,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sections: list[tuple[str, list[Row]]] = []
     notes: list[str] = []
     try:
-        if tree is not None and tree.is_dir():
+        if args.only_torchfix:
+            sections.append(("TorchFix sample, static", torchfix_sample_only(args, tree, peers)))
+            args.no_write = True
+        elif tree is not None and tree.is_dir():
             with tempfile.TemporaryDirectory(prefix="reslint-bench-") as scratch:
                 rows, floor_notes = bench_floor(tree, args.floor_repeat, args.floor_step, peers, Path(scratch))
             sections.append(("Static at the parser's floor, one worker", rows))
             notes += floor_notes
-        if not args.only_floor:
+        if not args.only_floor and not args.only_torchfix:
             sections += other_sections(args, tree, peers, notes)
     except BenchError as error:
         print(f"bench: a measured command failed: {error}", file=sys.stderr)
@@ -726,6 +742,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_section(args.output, section)
         log(f"wrote the table into {relative(args.output)}")
     return 0
+
+
+def torchfix_sample_only(args: argparse.Namespace, tree: Path | None, peers: Peers) -> list[Row]:
+    if tree is None or not tree.is_dir():
+        return [Row("transformers models/", "not available (pip install transformers)")]
+    with tempfile.TemporaryDirectory(prefix="reslint-bench-") as scratch:
+        project = Path(scratch) / "project"
+        project.mkdir()
+        (project / "reslint.toml").write_text("")
+        rows, _ = bench_torchfix_sample(python_files(tree), args.repeat, peers, args.torchfix_sample, project,
+                                        ("--config", "reslint.toml", "--statistics"))
+    return rows
 
 
 def other_sections(args: argparse.Namespace, tree: Path | None, peers: Peers, notes: list[str]) -> list[tuple[str, list[Row]]]:
