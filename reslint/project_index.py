@@ -24,6 +24,8 @@ Interface: `ProjectIndex.for_file(path, root)` (one index per project root, shar
 `index.file_index(path, FileIndex)` (the libcst `FileIndex` of a file; the static engine passes its classes in, as it sits above this index), `index.dependencies(path)` (the
 project files importing `path` runs) and `index.construction_sites(path, class_name)` (where the
 project builds a class: for model discovery and for facts that need the classes around a class).
+A pool's workers adopt the project-wide scan of import words that construction sites search from a helper
+process (`reslint.prebuilt_index`) instead of each reading the whole project.
 """
 
 from __future__ import annotations
