@@ -240,6 +240,11 @@ def _close_inherited_pipes(keep: int) -> None:
                 pass
 
 
+def end_with_parent(signum: int) -> None:
+    """This process gets `signum` when the process that forked it ends (Linux; elsewhere nothing)."""
+    _prctl(PR_SET_PDEATHSIG, signum)
+
+
 def _prctl(option: int, value: int) -> None:
     if not sys.platform.startswith("linux"):
         return

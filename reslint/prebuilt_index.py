@@ -33,6 +33,7 @@ class PrebuiltScan:
         self.run = ProjectIndex.current_run()
         self.helper: int | None = None
         self._built: dict[Path, tuple] | None = None
+        self._parent = os.getpid()
         self._result = tempfile.TemporaryFile()
         try:
             self._ended, written = os.pipe()
@@ -57,7 +58,13 @@ class PrebuiltScan:
     def _build_in_helper(self) -> int:
         import signal
 
+        from reslint.isolation import end_with_parent
+
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills this helper
+        end_with_parent(signal.SIGKILL)  # a parent killed outright wants no scan any more
+        if os.getppid() != self._parent:
+            return 1
+        ProjectIndex.prebuilt = None  # this process builds the scan: it never waits for one
         try:
             built = {root: ProjectIndex(root).shareable_scan() for root in self.roots}
             data = memoryview(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))

@@ -140,6 +140,39 @@ def test_the_run_ends_the_helper_and_closes_what_it_used(project, monkeypatch):
     assert open_descriptors() == before
 
 
+KILLED_PARENT = """
+import os, signal, sys, time
+from reslint.project_index import ProjectIndex
+from reslint.prebuilt_index import start_prebuilt_scan
+ProjectIndex.shareable_scan = lambda self: time.sleep(60)
+scan = start_prebuilt_scan([sys.argv[1]])
+print(scan.helper, flush=True)
+time.sleep(1)  # the helper is scanning by now
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether the process runs (an ended one may wait as a zombie for whoever adopted it to reap it)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except OSError:
+        return False
+
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the helper ends with its parent on Linux")
+def test_a_helper_whose_parent_is_killed_ends_too(project):
+    result = subprocess.run([sys.executable, "-c", KILLED_PARENT, str(project / "model.py")], capture_output=True,
+                            text=True, timeout=60)
+    helper = int(result.stdout)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and running(helper):
+        time.sleep(0.05)
+    assert not running(helper)  # not left scanning for nobody
+
+
 RECORD_READS = """
 import os, sys
 import reslint.project_index as project_index
