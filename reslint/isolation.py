@@ -138,7 +138,7 @@ def _keeper(function: Callable[..., Any], args: tuple, reader: int, writer: int,
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
         signal.signal(signal.SIGTERM, _stop_keeper)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        end_with_parent(signal.SIGTERM)
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -261,7 +261,7 @@ def _worker(function: Callable[..., Any], args: tuple, writer: int) -> None:
     global _stage_writer
     status = 0
     try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone, nothing may run unwatched
+        end_with_parent(signal.SIGKILL)  # the keeper gone, nothing may run unwatched
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDWR)
         for stream in (0, 1, 2):

@@ -97,7 +97,9 @@ class PrebuiltScan:
         return self._built
 
     def close(self) -> None:
-        """In the process that started the helper: end it if it still runs, and free what it used."""
+        """In the process that started the helper, after the run: end it if it still runs, and free what it used."""
+        if ProjectIndex.prebuilt is self:
+            ProjectIndex.prebuilt = None
         if self.helper:
             import signal
 
@@ -128,10 +130,3 @@ def start_prebuilt_scan(paths: list[str]) -> PrebuiltScan | None:
         return None
     ProjectIndex.prebuilt = scan
     return scan
-
-
-def stop_prebuilt_scan(scan: PrebuiltScan | None) -> None:
-    if scan is not None:
-        if ProjectIndex.prebuilt is scan:
-            ProjectIndex.prebuilt = None
-        scan.close()

@@ -98,7 +98,8 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
         report.prepared_fixes = {outcome.display: outcome.fixes for outcome in outcomes if outcome.fixes is not None}
         link_project(report, sources, outcomes, settings)
     finally:
-        stop_prebuilt_scan(scan)
+        if scan is not None:
+            scan.close()
     return report
 
 
@@ -115,13 +116,6 @@ def prebuilt_scan(pending: list[SourceFile], jobs: int):
     from reslint.prebuilt_index import start_prebuilt_scan
 
     return start_prebuilt_scan([source.path for source in pending])
-
-
-def stop_prebuilt_scan(scan) -> None:
-    if scan is not None:
-        from reslint.prebuilt_index import stop_prebuilt_scan as stop
-
-        stop(scan)
 
 
 def run_pool(check, sources: list[SourceFile], settings: Settings, workers: int,

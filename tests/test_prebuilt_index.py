@@ -14,7 +14,7 @@ import pytest
 
 from cli_support import write
 
-from reslint.prebuilt_index import start_prebuilt_scan, stop_prebuilt_scan
+from reslint.prebuilt_index import start_prebuilt_scan
 from reslint.project_index import ProjectIndex
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the helper is forked")
@@ -80,7 +80,7 @@ def test_an_index_adopts_the_helpers_scan_instead_of_reading_the_project(project
         assert "unrelated.py" not in read  # only the files whose trees the search needed
         assert sorted(set(read)) == ["layers.py", "model.py"]
     finally:
-        stop_prebuilt_scan(scan)
+        scan.close()
     assert ProjectIndex.prebuilt is None
 
 
@@ -99,7 +99,7 @@ def test_a_scan_of_another_run_or_another_project_is_not_adopted(project, tmp_pa
         index.files_importing(index.python_files())
         assert "unrelated.py" in read
     finally:
-        stop_prebuilt_scan(scan)
+        scan.close()
 
 
 def test_without_the_helpers_result_the_index_scans_the_project_itself(project, monkeypatch, reads):
@@ -118,7 +118,7 @@ def test_without_the_helpers_result_the_index_scans_the_project_itself(project, 
         assert index.shareable_scan() == expected
         assert "unrelated.py" in read
     finally:
-        stop_prebuilt_scan(scan)
+        scan.close()
 
 
 def open_descriptors() -> set[str]:
@@ -133,7 +133,7 @@ def test_the_run_ends_the_helper_and_closes_what_it_used(project, monkeypatch):
     scan = start_prebuilt_scan([str(project / "model.py")])
     helper = scan.helper
     started = time.monotonic()
-    stop_prebuilt_scan(scan)
+    scan.close()
     assert time.monotonic() - started < 10
     with pytest.raises(ChildProcessError):  # reaped: no zombie left
         os.waitpid(helper, os.WNOHANG)

@@ -60,7 +60,7 @@ def chained_default(path: str | os.PathLike, owner: str, parameter: str) -> tupl
 
     file = Path(os.path.abspath(path))
     project = ProjectIndex.for_file(file)
-    key = ("chained-default", ProjectIndex._run, file, owner, parameter)
+    key = ("chained-default", ProjectIndex.current_run(), file, owner, parameter)
     found = project.memo(key, lambda: _Chain(project).answer(file, owner, parameter))
     if found is None:
         return UNKNOWN, ()
@@ -125,7 +125,7 @@ class _Chain:
         return next(iter(values.values())) if len(values) == 1 else UNKNOWN
 
     def construction_calls(self, file: Path, owner: str):
-        sites = self.project.memo(("chain-sites", type(self.project)._run, file, owner),
+        sites = self.project.memo(("chain-sites", type(self.project).current_run(), file, owner),
                                   lambda: self.project.construction_sites(file, owner)) or ()
         for site in sites:
             caller_tree = self.tree(site.path)
