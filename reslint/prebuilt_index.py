@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from reslint.project_index import ProjectIndex, project_root
@@ -119,11 +120,7 @@ class PrebuiltScan:
 def start_prebuilt_scan(paths: list[str]) -> PrebuiltScan | None:
     """Start the helper for the projects of `paths` (the most common first), and hand it to the indexes of this
     process and of the processes it forks from now on; None when it cannot start."""
-    counts: dict[Path, int] = {}
-    for path in paths:
-        root = project_root(path)
-        counts[root] = counts.get(root, 0) + 1
-    roots = sorted(counts, key=lambda root: -counts[root])[:MAX_PREBUILT_ROOTS]
+    roots = [root for root, _ in Counter(project_root(path) for path in paths).most_common(MAX_PREBUILT_ROOTS)]
     try:
         scan = PrebuiltScan(roots)
     except OSError:
