@@ -28,6 +28,8 @@ accounting of each child process (wait4). Cases:
                    vs TorchFix `--select ALL` on a deterministic sample of the tree (every k-th file by
                    path, both tools on the same files), and TorchFix on the whole tree under a time
                    limit, reported as "> limit" when it does not finish                   goal >= 15x faster
+                   both tools on the sample's 2 smallest files too: what a run costs before its files, and
+                   the ratio of the rest (the sample's time less the 2-file run's)
                    warm-cache rerun vs the uncached run                                   goal <= 0.1x
   full check     `reslint check --no-cache` of a 12-block GPT (tracing) vs `python -c "import torch"`
   70B model      `reslint check --no-cache bench/llama_70b.py`: wall time and peak RSS    budgets 60 s, 1 GB
@@ -325,14 +327,25 @@ def bench_torchfix_sample(files: list[Path], repeat: int, peers: Peers, torchfix
     chosen_lines = sum(path.read_bytes().count(b"\n") for path in chosen)
     log(f"corpus: TorchFix vs reslint on a sample of {len(chosen)} files ({chosen_lines:,} lines), {repeat} runs each")
     jobs = str(os.cpu_count() or 1)
+
+    def both(fix: Series, ours: Series, files: list[Path]) -> None:
+        # Alternated rounds after an untimed run of each (as the floor case): one cold run under load once read twice
+        # TorchFix's CPU of quiet, warm ones.
+        alternate([
+            (fix, lambda: run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, *map(str, files)], project,
+                                   check=False)),
+            (ours, lambda: run_once(reslint_command("--static", "--no-cache", *config, *map(str, files)), project)),
+        ], repeat, warm_up=True, mirrored=True)
+
     fix, ours = Series("TorchFix"), Series("reslint sample")
-    # Alternated rounds after an untimed run of each (as the floor case): one cold run under load once read twice
-    # TorchFix's CPU of quiet, warm ones.
-    alternate([
-        (fix, lambda: run_once([str(peers.torchfix), "--select", "ALL", "-j", jobs, *map(str, chosen)], project,
-                               check=False)),
-        (ours, lambda: run_once(reslint_command("--static", "--no-cache", *config, *map(str, chosen)), project)),
-    ], repeat, warm_up=True, mirrored=True)
+    both(fix, ours, chosen)
+    # What each run costs before its files: the same commands on the sample's two smallest files (reslint starts its
+    # pool and its project scan for them all the same). The sample's ratio mixes that cost with the cost per file.
+    start = sorted(chosen, key=lambda path: (path.stat().st_size, path))[:2]
+    fixed = Series("TorchFix, 2 files"), Series("reslint, 2 files")
+    start_names = ", ".join("/".join(path.parts[-2:]) for path in start)
+    log(f"corpus: TorchFix vs reslint on the sample's 2 smallest files ({start_names})")
+    both(*fixed, start)
     sample_ratio = fix.median / ours.median
     notes.append(f"TorchFix sample: every {len(files) / len(chosen):.0f}th file of the tree by path ({len(chosen)} "
                  f"files, {chosen_lines:,} lines), both tools over the same list with {jobs} jobs, {repeat} "
@@ -344,6 +357,13 @@ def bench_torchfix_sample(files: list[Path], repeat: int, peers: Peers, torchfix
                     f"{ours.median:.1f} s (CPU {ours.cpu_median:.1f} s)",
                     f"{ratio_text(sample_ratio)} faster than TorchFix (CPU {ratio_text(cpu_ratio)})", ">= 15x faster",
                     judged(sample_ratio >= 15)))
+    rows.append(Row(f"Both on the sample's 2 smallest files ({start_names}): what a run costs before its files",
+                    f"TorchFix {fixed[0].median:.2f} s, reslint {fixed[1].median:.2f} s "
+                    f"(CPU {fixed[0].cpu_median:.1f} / {fixed[1].cpu_median:.1f} s)"))
+    beyond_fix, beyond_ours = fix.median - fixed[0].median, ours.median - fixed[1].median
+    rows.append(Row(f"The other {len(chosen) - 2} files: the sample's time less the 2-file run's",
+                    f"TorchFix {beyond_fix:.1f} s, reslint {beyond_ours:.2f} s",
+                    f"{beyond_fix / beyond_ours:.1f}x faster than TorchFix" if beyond_ours > 0 else "n/a"))
     return rows, notes
 
 
