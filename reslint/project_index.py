@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import codecs
 import contextlib
+import dataclasses
 import hashlib
 import os
 import re
@@ -86,6 +87,21 @@ class Outline:
 
     defined: dict[str, type]
     imports: tuple[ImportStatement, ...]
+
+
+@dataclass
+class ContentStore:
+    """What the shared indexes of one project root (`ProjectIndex.for_file`) keep by the content of its files, in
+    one place for them all: an index made for another configured root (the training reader's, which resolves against
+    the configured root too) reads the same files. Each kept its own before: over transformers' models/ the second
+    held 25 trees of 1.3 MB of source to the end, about 40 MB, all of them trees the first held already."""
+
+    # tree key -> (the tree, its source's size), the least recently asked first
+    trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = dataclasses.field(default_factory=OrderedDict)
+    tree_source: int = 0  # the bytes of source of the trees held
+    tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = dataclasses.field(default_factory=dict)  # _unchanged_key
+    outlines: dict[tuple[Path, str], Outline] = dataclasses.field(default_factory=dict)  # tree key -> its outline
+    function_facts: dict[tuple, object] = dataclasses.field(default_factory=dict)  # see _function_fact
 
 
 @dataclass(frozen=True)
@@ -194,11 +210,12 @@ class ProjectIndex:
     _run = 0  # see new_run
     prebuilt = None  # a pool's helper scanning the project for the workers (reslint.prebuilt_index), while it runs
 
-    def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike, configured_root: str | os.PathLike | None = None,
+                 store: ContentStore | None = None):
         self.root = Path(os.path.abspath(root))
         self.configured_root = configured_root
-        self._trees: OrderedDict[tuple[Path, str], tuple[ast.Module | None, int]] = OrderedDict()  # -> (tree, size)
-        self._tree_source = 0  # the bytes of source of the trees held
+        store = self._store = store if store is not None else ContentStore()
+        self._trees = store.trees  # -> (tree, size)
         # path -> (run, mtime, size, import words or None, whether it spells `add_argument`): see _scanned
         self._import_words: dict[Path, tuple[int, int, int, frozenset[str] | None, bool]] = {}
         self._indexes: OrderedDict[tuple[Path, str], tuple[object, int]] = OrderedDict()  # -> (index, size)
@@ -209,9 +226,9 @@ class ProjectIndex:
         self._importing: tuple[int, dict[str, list[int]]] | None = None  # (run, import word -> places of its files)
         self._importing_among: tuple[tuple, dict[str, list[int]]] | None = None  # see _files_importing_among
         self._lent: tuple[tuple[Path, str], ast.Module] | None = None  # see lent_tree
-        self._tree_keys: dict[Path, tuple[tuple, tuple[Path, str]]] = {}  # path -> (what it was when read, tree key)
-        self._outlines: dict[tuple[Path, str], Outline] = {}  # tree key -> the file's outline
-        self._function_facts: dict[tuple, object] = {}  # (tree key, function name, reader) -> what the reader found
+        self._tree_keys = store.tree_keys  # path -> (what it was when read, tree key)
+        self._outlines = store.outlines  # tree key -> the file's outline
+        self._function_facts = store.function_facts  # (tree key, function name, reader) -> what the reader found
         # (tree key, name, evaluator class) -> norm_kind's answer: a file whose libcst index left its cache is not
         # parsed again for it
         self._norm_kinds: dict[tuple, str | None] = {}
@@ -225,7 +242,8 @@ class ProjectIndex:
         if key not in cls._shared:
             if len(cls._shared) > 64:
                 cls._shared.clear()
-            cls._shared[key] = cls(key[0], root)
+            store = next((index._store for index in cls._shared.values() if index.root == key[0]), None)
+            cls._shared[key] = cls(key[0], root, store)
         return cls._shared[key]
 
     # ----- reading files (cached per content) ------------------------------------------------
@@ -269,10 +287,11 @@ class ProjectIndex:
         lent = self._lent
         tree = lent[1] if lent is not None and lent[0] == key else parse_quietly(source, path)
         self._trees[key] = (tree, len(source))
-        self._tree_source += len(source)
-        while self._tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
+        store = self._store
+        store.tree_source += len(source)
+        while store.tree_source > MAX_CACHED_TREE_SOURCE and len(self._trees) > 1:  # the least recently asked go
             dropped, size = self._trees.popitem(last=False)[1]
-            self._tree_source -= size
+            store.tree_source -= size
             _named_calls.pop(id(dropped), None)  # they hold the tree too
             _definitions_of.pop(id(dropped), None)
         return tree

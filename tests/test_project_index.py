@@ -745,3 +745,31 @@ def test_an_import_is_looked_for_on_disk_once_per_run_and_directory(tmp_path, mo
     assert index.resolve(tmp_path / "a.py", "pkg.norms.Scale") is None  # the same run: as it was
     ProjectIndex.new_run()
     assert index.resolve(tmp_path / "b.py", "pkg.norms.Scale") == (tmp_path / "pkg/norms.py", "Scale")
+
+
+def test_the_indexes_of_one_root_keep_the_files_they_read_in_one_store(tmp_path, monkeypatch):
+    """The static engine's index (no configured root) and the training reader's (the configured root, which joins
+    the search path) are two indexes of one project root; a file one of them parsed is not parsed again, nor held
+    twice, by the other (ContentStore). Indexes made after `_shared` starts over read afresh."""
+    import reslint.project_index as project_index
+
+    write(tmp_path, {"pyproject.toml": "", "layers.py": "def helper(x):\n    return x\n",
+                     "model.py": "from layers import helper\n"})
+    parsed = []
+    parse_quietly = project_index.parse_quietly
+    monkeypatch.setattr(project_index, "parse_quietly",
+                        lambda source, path: parsed.append(Path(path).name) or parse_quietly(source, path))
+    ProjectIndex._shared.clear()
+    ProjectIndex.new_run()
+    engine = ProjectIndex.for_file(tmp_path / "model.py")
+    reader = ProjectIndex.for_file(tmp_path / "model.py", tmp_path)
+    assert engine is not reader and engine.configured_root is None and reader.configured_root == tmp_path
+    for index in (engine, reader):
+        assert index.resolve(tmp_path / "model.py", "layers.helper") == (tmp_path / "layers.py", "helper")
+    assert reader.syntax_tree(tmp_path / "layers.py") is engine.syntax_tree(tmp_path / "layers.py")
+    assert parsed == ["layers.py"]
+
+    ProjectIndex._shared.clear()
+    fresh = ProjectIndex.for_file(tmp_path / "model.py", tmp_path)
+    assert fresh.resolve(tmp_path / "model.py", "layers.helper") == (tmp_path / "layers.py", "helper")
+    assert parsed == ["layers.py", "layers.py"]
