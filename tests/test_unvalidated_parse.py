@@ -291,3 +291,23 @@ def test_whitespace_nodes_made_outside_the_parse_or_for_a_library_caller_are_eac
     monkeypatch.setattr(reslint.runner, "own_process", False)
     nodes = whitespace_nodes(parse_module(SPACED))
     assert len({id(node) for node in nodes}) == len(nodes)
+
+
+def test_a_pool_forked_after_the_engines_preload_inherits_the_inits_and_shared_nodes():
+    """The parent of a pool makes the faster `__init__`s and the shared nodes before it forks (runner.preload_engine):
+    each worker's first parse would otherwise make its own, 30 ms each. So are the modules a worker's static check
+    imports on the way to the parse."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, reslint.runner as runner\n"
+        "from reslint.settings import Settings\n"
+        "from reslint.static import unvalidated_parse as parse\n"
+        "runner.preload_engine(Settings(static=True))\n"
+        "print(parse._inits is not None, parse._sharing is not None, all(name in sys.modules for name in (\n"
+        "    'libcst.native', 'reslint.prefilter', 'reslint.static.without_libcst', 'reslint.static.training')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]

@@ -74,6 +74,13 @@ def parse_module(source: str | bytes) -> Any:
             _expose(libcst, classes)
 
 
+def prepare_parse() -> None:
+    """Make the faster `__init__`s and the shared nodes now: before a pool forks, so that its workers inherit them
+    instead of each making its own at its first parse."""
+    _node_inits()
+    _shared_nodes()
+
+
 def _alone() -> bool:
     """Whether this is a process of reslint's own (read from the runner without importing it: a parse for a
     library caller never loads it)."""
