@@ -23,21 +23,22 @@ import re
 SKIP_REASON = "no model or training code"
 
 CLASS = re.compile(r"\bclass\b")
-MODULE_CLASS_HINT = re.compile(r"forward|Module|PreTrainedModel")
-TORCH_OR_TRAINING_HINT = re.compile(
-    r"torch|optim|[Ss]chedul|[Ww]armup|Trainer|TrainingArguments|deepspeed|DeepSpeed|lightning|Lightning|accelerate"
-)
+# Words, not regular expressions: `in` finds a literal faster than an alternation finds it (over transformers' models
+# tree, 0.42 -> 0.20 s for 2,632 files: most of them hold none of the training words, read to their end).
+MODULE_CLASS_HINTS = ("forward", "Module", "PreTrainedModel")
+TORCH_OR_TRAINING_HINTS = ("torch", "optim", "Schedul", "schedul", "Warmup", "warmup", "Trainer", "TrainingArguments",
+                           "deepspeed", "DeepSpeed", "lightning", "Lightning", "accelerate")
 
 
 def may_hold_model_or_training_code(text: str) -> bool:
     """False only when no rule can report anything on a file with this text."""
-    if TORCH_OR_TRAINING_HINT.search(text):
+    if any(word in text for word in TORCH_OR_TRAINING_HINTS):
         return True
     from reslint.static.training import FACTORY_RETURN
 
     if FACTORY_RETURN.search(text):
         return True
-    return CLASS.search(text) is not None and MODULE_CLASS_HINT.search(text) is not None
+    return CLASS.search(text) is not None and any(word in text for word in MODULE_CLASS_HINTS)
 
 
 def parses(text: str, path: str) -> bool:

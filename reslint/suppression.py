@@ -110,7 +110,10 @@ def unknown_codes(text: str) -> list[str]:
 
 def unused_noqa_findings(text: str | None, path: str) -> list[Finding]:
     """RL905 for each suppression comment naming a code of ours that does not exist (`# noqa: RL999`)."""
-    if text is None or not any(marker in text.lower() for marker in MARKERS):
+    if text is None:
+        return []
+    lowered = text.lower()
+    if not any(marker in lowered for marker in MARKERS):
         return []
     if all(codes_matching(word) for word in set(_RL_WORD.findall(text))):  # no comment to tokenize the file for
         return []
