@@ -231,7 +231,7 @@ class Row:
 
 
 def ratio_text(value: float) -> str:
-    return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+    return f"{value:.2f}x" if value < 10 else f"{value:.1f}x" if value < 100 else f"{value:.0f}x"
 
 
 def judged(ok: bool) -> str:
