@@ -295,8 +295,8 @@ def test_whitespace_nodes_made_outside_the_parse_or_for_a_library_caller_are_eac
 
 def test_a_pool_forked_after_the_engines_preload_inherits_the_inits_and_shared_nodes():
     """The parent of a pool makes the faster `__init__`s and the shared nodes before it forks (runner.preload_engine):
-    each worker's first parse would otherwise make its own, 30 ms each. So are the modules a worker's static check
-    imports on the way to the parse."""
+    each worker's first parse would otherwise make its own, 30 ms each. It imports the modules a worker's static
+    check imports on the way to the parse, too."""
     import subprocess
     import sys
 
