@@ -3,7 +3,7 @@
 Run from the repository root with the Python that has reslint installed (`pip install -e '.[test]'`
 brings transformers, whose models/ tree is the large corpus):
 
-    python bench/bench_all.py            # full run (about 45 minutes on 2 cores), rewrites BENCHMARKS.md
+    python bench/bench_all.py            # full run (about 35-45 minutes on 2 cores), rewrites BENCHMARKS.md
     python bench/bench_all.py --quick    # smoke run: small samples, one repeat (about 2 minutes)
     python bench/bench_all.py --no-write # print the table only
 
@@ -786,10 +786,10 @@ def torchfix_sample_only(args: argparse.Namespace, tree: Path | None, peers: Pee
         project.mkdir()
         (project / "reslint.toml").write_text("")
         config = ("--config", "reslint.toml", "--statistics")
-        rows, _ = bench_torchfix_sample(python_files(tree), args.repeat, peers, args.torchfix_sample, project, config)
+        files = python_files(tree)
+        rows, _ = bench_torchfix_sample(files, args.repeat, peers, args.torchfix_sample, project, config)
         if args.torchfix_tree and peers.torchfix and args.torchfix_timeout > 0:
             # reslint's runs before and after TorchFix's one: the machine's drift over TorchFix's minutes shows
-            files = python_files(tree)
             ours = Series("reslint, whole tree")
             command = reslint_command("--static", "--no-cache", *config, str(tree))
             log(f"corpus: reslint on the whole tree ({len(files):,} files), before and after TorchFix's run")
