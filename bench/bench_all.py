@@ -748,7 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     load_before = os.getloadavg()
-    tree = args.tree or transformers_models_dir()
+    tree = args.tree.resolve() if args.tree else transformers_models_dir()  # the tools run in a scratch project
     peers = install_peers(args.peers_dir.resolve())
     sections: list[tuple[str, list[Row]]] = []
     notes: list[str] = []
