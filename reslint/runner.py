@@ -306,11 +306,11 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
 
 def preload_engine(settings: Settings) -> None:
     """Import the engines before forking, so workers share them instead of each importing them: the modules a
-    static check imports on its way to the first finding, and the parse's node `__init__`s (30 ms per worker)."""
+    static analysis imports, and the parse's node `__init__`s (30 ms per worker). Not the fixes: reslint.fixes.apply
+    imports this module."""
     try:
         import libcst  # noqa: F401
         import libcst.native  # noqa: F401
-        import reslint.fixes.apply  # noqa: F401
         import reslint.prefilter  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.engine  # noqa: F401
