@@ -147,14 +147,14 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
             return False, False
 
     from reslint.rules import run_rules
-    from reslint.static.engine import extract_facts
     from reslint.static.graph import cut_when_done
-    from reslint.static.stream_end import forget_references
 
     # the construction-site search reads this file's own calls: from the tree parsed here, not a second parse
     with project.lent_tree(source_path or path, source, tree, key) if tree is not None else contextlib.nullcontext(), \
             cut_when_done():
         if facts is None:
+            from reslint.static.engine import extract_facts  # libcst's engine: not imported for the AST's facts
+
             facts = extract_facts(path, module, source_path, text=text, tree=tree)
         result.reads = list(facts.reads)
         result.findings.extend(run_rules(facts, settings))
@@ -163,7 +163,10 @@ def static_analysis(result: FileResult, path: str, text: str, settings: Settings
         result.models.extend(facts.model_summaries())
         if links:
             result.links = file_links(facts, text, source_path or path, settings.root, result.reads, tree, training)
-    forget_references()
+    if module is not None:  # only the libcst engine keeps a file's references
+        from reslint.static.stream_end import forget_references
+
+        forget_references()
     return True, bool(facts.models)
 
 

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import signal
 import traceback
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ def check_sources(sources: list[SourceFile], settings: Settings, progress: Progr
     scan = prebuilt_scan(pending, jobs)
     try:
         if len(pending) > 1 and jobs > 1:
-            preload_engine(settings)
+            preload_engine(settings, pending)
             workers = min(jobs, len(pending))
             # Largest files first, one per task, so that no worker is left with a big file at the end;
             # the report is sorted afterwards, so the order of work never shows.
@@ -304,22 +305,26 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
-def preload_engine(settings: Settings) -> None:
+def preload_engine(settings: Settings, sources: list[SourceFile] = ()) -> None:
     """Import the engines before forking, so workers share them instead of each importing them: the modules a
-    static analysis imports, and the parse's node `__init__`s (30 ms per worker). Not the fixes: reslint.fixes.apply
-    imports this module."""
+    static analysis imports, and the parse's node `__init__`s (30 ms per worker). libcst and its engine only when
+    one of `sources` may need them (`may_need_libcst`; all when none are given): a pool of training scripts and
+    configurations is analysed from CPython's AST (static.without_libcst), and libcst's import is 0.2 s. Not the
+    fixes: reslint.fixes.apply imports this module."""
     try:
-        import libcst  # noqa: F401
-        import libcst.native  # noqa: F401
         import reslint.prefilter  # noqa: F401
         import reslint.rules  # noqa: F401
-        import reslint.static.engine  # noqa: F401
         import reslint.static.training  # noqa: F401
         import reslint.static.training_factories  # noqa: F401
         import reslint.static.without_libcst  # noqa: F401
-        from reslint.static.unvalidated_parse import prepare_parse
 
-        prepare_parse()
+        if not sources or any(may_need_libcst(source.path) for source in sources):
+            import libcst  # noqa: F401
+            import libcst.native  # noqa: F401
+            import reslint.static.engine  # noqa: F401
+            from reslint.static.unvalidated_parse import prepare_parse
+
+            prepare_parse()
     except Exception:  # noqa: BLE001 - a broken engine is reported per file by the workers
         pass
     if not settings.static:
@@ -327,6 +332,21 @@ def preload_engine(settings: Settings) -> None:
     import gc
 
     gc.freeze()  # what is loaded now lives as long as the workers: their collector need not walk it
+
+
+# What nearly every file libcst parses spells (static.without_libcst parses those with `def forward`, a module
+# class, or a function named like a norm). Some that spell it need no libcst all the same (`nn.Module` in a
+# training script); a file it misses costs each worker libcst's import, about what the parent's costs the run.
+MAY_NEED_LIBCST = re.compile(rb"def forward|def \w*(?:norm|Norm|NORM)|Module\b")
+
+
+def may_need_libcst(path: str) -> bool:
+    """Whether the file's text may need libcst's parse (an unreadable file counts as needing it)."""
+    try:
+        with open(path, "rb") as file:
+            return MAY_NEED_LIBCST.search(file.read()) is not None
+    except OSError:
+        return True
 
 
 def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:

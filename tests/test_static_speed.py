@@ -969,3 +969,37 @@ def test_only_files_with_a_model_class_or_a_norm_function_are_parsed_by_libcst(t
         (tmp_path / name).write_text(text)
         analyze_file(str(tmp_path / name), text.encode(), Settings(static=True), str(tmp_path / name))
     assert parsed == [MODEL_FREE["norms.py"], MODEL_FREE["block.py"]]
+
+
+LIBCST_IMPORTED = """\
+import sys
+from reslint.cli import run
+status = run(sys.argv[1:])
+print("status", status, "libcst imported", "libcst" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_check_of_files_without_model_classes_does_not_import_libcst(tmp_path, jobs) -> None:
+    """A configuration and a training script are analysed from CPython's AST: the check does not import libcst
+    (two thirds of a one-file check), in one process or in a pool's parent (runner.preload_engine). A model file
+    among them brings it back."""
+    import subprocess
+    import sys
+
+    for name, text in MODEL_FREE.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "data.py").write_text("import torch\n\n\nclass Windows(torch.utils.data.Dataset):\n"
+                                      "    def __getitem__(self, index):\n        return torch.zeros(4)\n")
+
+    def check(*names: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", LIBCST_IMPORTED, "check", "--static", "--no-cache", "--jobs", jobs,
+                               *names], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    skipped = "1 skipped: no model or training code"  # the configuration: not even parsed
+    assert check("configuration_tiny.py", "train.py", "data.py") == [
+        f"All checks passed! (3 files, {skipped})", "status 0 libcst imported False"]
+    assert check("configuration_tiny.py", "train.py", "data.py", "block.py") == [
+        f"All checks passed! (4 files, {skipped})", "status 0 libcst imported True"]

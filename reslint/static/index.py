@@ -22,11 +22,12 @@ import tokenize
 import weakref
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from reslint.static import torch_api
+from reslint.static.lazy_libcst import LazyLibcst
 from reslint.static.literals import literal_eval
 from reslint.static.walk import gather, walk
+
+cst = LazyLibcst(globals())  # the config reader (ConfigIndex) of a file without module classes needs no libcst
 
 UNKNOWN = object()
 # Names a configuration object goes by, whose `.get(KEY, DEFAULT)` reads a config field.
@@ -770,7 +771,7 @@ def parameter_test(info: ClassInfo, test: cst.BaseExpression) -> tuple[str, bool
 def reads_config_default(expr: cst.BaseExpression) -> bool:
     """Whether the expression reads a config value with a default (`kwargs.get("key", default)`)."""
     visitor = _MethodCalls(("get", "pop"))
-    expr.visit(visitor)
+    walk(expr, visitor)
     return bool(visitor.found)
 
 
@@ -794,12 +795,12 @@ class BodyNodes:
     init_assignments: list[cst.Assign]
 
 
-class _MethodCalls(cst.CSTVisitor):
-    """The calls of a method named one of `names` (`x.get(...)`). A module-level class: one defined per call is a
-    reference cycle, and with the calls it found it kept the file's libcst tree for the cyclic collector."""
+class _MethodCalls:
+    """The calls of a method named one of `names` (`x.get(...)`), for the fast `walk`. A module-level class: one
+    defined per call is a reference cycle, and with the calls it found it kept the file's libcst tree for the cyclic
+    collector."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
-        super().__init__()
         self.names = names
         self.found: list[cst.Call] = []
 

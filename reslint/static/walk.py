@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import libcst as cst
+from reslint.static.lazy_libcst import LazyLibcst
+
+cst = LazyLibcst(globals())  # see lazy_libcst: the AST-only index imports this module
 
 # Fields that hold only whitespace, comments, parentheses and punctuation tokens: no name,
 # call or attribute can be inside them.
