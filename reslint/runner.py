@@ -10,7 +10,7 @@ import os
 import re
 import signal
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -305,7 +305,7 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
-def preload_engine(settings: Settings, sources: list[SourceFile] = ()) -> None:
+def preload_engine(settings: Settings, sources: Sequence[SourceFile] = ()) -> None:
     """Import the engines before forking, so workers share them instead of each importing them: the modules a
     static analysis imports, and the parse's node `__init__`s (30 ms per worker). libcst and its engine only when
     one of `sources` may need them (`may_need_libcst`; all when none are given): a pool of training scripts and
