@@ -28,6 +28,10 @@ CLASS = re.compile(r"\bclass\b")
 MODULE_CLASS_HINTS = ("forward", "Module", "PreTrainedModel")
 TORCH_OR_TRAINING_HINTS = ("torch", "optim", "Schedul", "schedul", "Warmup", "warmup", "Trainer", "TrainingArguments",
                            "deepspeed", "DeepSpeed", "lightning", "Lightning", "accelerate")
+# What nearly every file libcst parses spells (static.without_libcst parses those with `def forward`, a module
+# class, or a function named like a norm). Some that spell it need no libcst all the same (`nn.Module` in a
+# training script); a file it misses costs each worker of a pool libcst's import, about what the parent's costs.
+MAY_NEED_LIBCST = re.compile(rb"def forward|def \w*(?:norm|Norm|NORM)|Module\b")
 
 
 def may_hold_model_or_training_code(text: str) -> bool:
@@ -57,3 +61,13 @@ def parsed(text: str, path: str):
             return ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: null bytes
         return None
+
+
+def may_need_libcst(path: str) -> bool:
+    """Whether the file's text may need libcst's parse (an unreadable file counts as needing it): a pool's parent
+    imports libcst before forking only then (runner.preload_engine)."""
+    try:
+        with open(path, "rb") as file:
+            return MAY_NEED_LIBCST.search(file.read()) is not None
+    except OSError:
+        return True

@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
 import signal
 import traceback
 from collections.abc import Iterator, Sequence
@@ -312,11 +311,11 @@ def preload_engine(settings: Settings, sources: Sequence[SourceFile] = ()) -> No
     configurations is analysed from CPython's AST (static.without_libcst), and libcst's import is 0.2 s. Not the
     fixes: reslint.fixes.apply imports this module."""
     try:
-        import reslint.prefilter  # noqa: F401
         import reslint.rules  # noqa: F401
         import reslint.static.training  # noqa: F401
         import reslint.static.training_factories  # noqa: F401
         import reslint.static.without_libcst  # noqa: F401
+        from reslint.prefilter import may_need_libcst
 
         if not sources or any(may_need_libcst(source.path) for source in sources):
             import libcst  # noqa: F401
@@ -332,21 +331,6 @@ def preload_engine(settings: Settings, sources: Sequence[SourceFile] = ()) -> No
     import gc
 
     gc.freeze()  # what is loaded now lives as long as the workers: their collector need not walk it
-
-
-# What nearly every file libcst parses spells (static.without_libcst parses those with `def forward`, a module
-# class, or a function named like a norm). Some that spell it need no libcst all the same (`nn.Module` in a
-# training script); a file it misses costs each worker libcst's import, about what the parent's costs the run.
-MAY_NEED_LIBCST = re.compile(rb"def forward|def \w*(?:norm|Norm|NORM)|Module\b")
-
-
-def may_need_libcst(path: str) -> bool:
-    """Whether the file's text may need libcst's parse (an unreadable file counts as needing it)."""
-    try:
-        with open(path, "rb") as file:
-            return MAY_NEED_LIBCST.search(file.read()) is not None
-    except OSError:
-        return True
 
 
 def merge(outcomes: list[FileOutcome], files_checked: int) -> Report:
