@@ -592,15 +592,33 @@ def test_literal_eval_answers_as_ast_literal_eval_does_and_leaves_no_cycle() -> 
             gc.enable()
 
 
-@pytest.mark.parametrize("word", ["optimizer", "LRScheduler", "lr_scheduler", "TrainingArguments", "deepspeed",
-                                  "param_groups", "lr_lambda", "WarmupLR", "warmup_steps"])
-def test_a_file_naming_training_vocabulary_is_read_for_training_code(monkeypatch, word) -> None:
+@pytest.mark.parametrize("text", ["x = optimizer", "from torch import optim", "x = torch.optim.AdamW", "configure_optimizers",
+                                  "from transformers.optimization import Adafactor", "x = optimization.Adafactor",
+                                  "x = LRScheduler", "x = lr_scheduler", "x = TrainingArguments",
+                                  "x = deepspeed.initialize", "x = param_groups", "x = lr_lambda", "x = WarmupLR",
+                                  "x = warmup_steps"])
+def test_a_file_naming_training_vocabulary_is_read_for_training_code(monkeypatch, text) -> None:
     """The training reader looks only at files whose text names its vocabulary (a word test, not a parse)."""
     from reslint.static import training
 
     read_files = []
     read = training.TrainingReader.read
-    monkeypatch.setattr(training.TrainingReader, "read", lambda reader: read_files.append(word) or read(reader))
-    training.extract_training(f"x = {word}\n")
+    monkeypatch.setattr(training.TrainingReader, "read", lambda reader: read_files.append(text) or read(reader))
+    training.extract_training(f"{text}\n")
     training.extract_training("import torch\n\nclass Block(torch.nn.Module):\n    'A residual block.'\n")
-    assert read_files == [word]
+    assert read_files == [text]
+
+
+@pytest.mark.parametrize("text", ['"""This is an optimized version."""', "from scipy.optimize import linear_sum_assignment",
+                                  "can_optimize = True", '"""Optimal assignments."""', '"""Not applied due to optimization."""',
+                                  "x = optimizations", "from optimum.exporters import main",
+                                  "from ...integrations.deepspeed import is_deepspeed_zero3_enabled"])
+def test_model_code_naming_optim_or_deepspeed_otherwise_is_not_read_for_training_code(monkeypatch, text) -> None:
+    """Words that hold the vocabulary without naming an optimizer (prose, `scipy.optimize`, a DeepSpeed check that
+    is no `deepspeed.initialize`): most of transformers' model files hold one, and none of them holds training code."""
+    from reslint.static import training
+
+    read_files = []
+    monkeypatch.setattr(training.TrainingReader, "read", lambda reader: read_files.append(text))
+    assert training.extract_training(f"import torch\n{text}\n") == ([], [], [])
+    assert read_files == []
