@@ -592,8 +592,9 @@ def test_literal_eval_answers_as_ast_literal_eval_does_and_leaves_no_cycle() -> 
             gc.enable()
 
 
-@pytest.mark.parametrize("text", ["x = optimizer", "from torch import optim", "x = torch.optim.AdamW", "configure_optimizers",
-                                  "from transformers.optimization import Adafactor", "x = optimization.Adafactor",
+@pytest.mark.parametrize("text", ["x = optimizer", "from torch import optim", "x = torch.optim.AdamW",
+                                  "configure_optimizers", "from transformers.optimization import Adafactor",
+                                  "x = optimization.Adafactor",
                                   "x = LRScheduler", "x = lr_scheduler", "x = TrainingArguments",
                                   "x = deepspeed.initialize", "x = param_groups", "x = lr_lambda", "x = WarmupLR",
                                   "x = warmup_steps"])
@@ -609,8 +610,9 @@ def test_a_file_naming_training_vocabulary_is_read_for_training_code(monkeypatch
     assert read_files == [text]
 
 
-@pytest.mark.parametrize("text", ['"""This is an optimized version."""', "from scipy.optimize import linear_sum_assignment",
-                                  "can_optimize = True", '"""Optimal assignments."""', '"""Not applied due to optimization."""',
+@pytest.mark.parametrize("text", ['"""This is an optimized version."""',
+                                  "from scipy.optimize import linear_sum_assignment", "can_optimize = True",
+                                  '"""Optimal assignments."""', '"""Not applied due to optimization."""',
                                   "x = optimizations", "from optimum.exporters import main",
                                   "from ...integrations.deepspeed import is_deepspeed_zero3_enabled"])
 def test_model_code_naming_optim_or_deepspeed_otherwise_is_not_read_for_training_code(monkeypatch, text) -> None:
