@@ -39,15 +39,15 @@ TRAINING_VOCABULARY = ("Schedul", "schedul", "TrainingArguments", "param_groups"
 # not as prose and other libraries do (`optimized`, `optimal`, `scipy.optimize`, `can_optimize`, "due to
 # optimization"): such a word, or `is_deepspeed_zero3_enabled`, was all that sent 31 of the 42 transformers
 # `modeling_*.py` the reader parsed to it.
-OPTIMIZER_WORD = re.compile(r"optim(?!(?:iz|is)(?:e[sd]?|ing|ations?)\b|al|um\b)"
-                            r"|\.optimization\b|\boptimization(?:\s+import\b|\.\w)|\bimport\s+optimization\b")
+OPTIM_AS_TRAINING_CODE = re.compile(r"optim(?!(?:iz|is)(?:e[sd]?|ing|ations?)\b|al|um\b)"
+                                    r"|\.optimization\b|\boptimization(?:\s+import\b|\.\w)|\bimport\s+optimization\b")
 
 
 def names_training_vocabulary(text: str) -> bool:
     """Whether the text may hold training code: an optimizer, a schedule, training arguments, `deepspeed.initialize`
     (DeepSpeed's schedulers are `Warmup...`). A file without any of these words has none the reader would find."""
     return any(word in text for word in TRAINING_VOCABULARY) or \
-        "optim" in text and OPTIMIZER_WORD.search(text) is not None or \
+        "optim" in text and OPTIM_AS_TRAINING_CODE.search(text) is not None or \
         "deepspeed" in text and "initialize" in text
 
 # Optimizers that need no warmup schedule: RAdam rectifies the variance of Adam's adaptive learning
