@@ -466,7 +466,7 @@ class Evaluator:
 
     def _run_if(self, statement: cst.If, scope: Scope) -> bool:
         decided = self.fold_condition(statement.test, scope)
-        if decided is not None and not self.default_call_aliases and self._testsoptional_input(statement.test, scope):
+        if decided is not None and not self.default_call_aliases and self._tests_optional_input(statement.test, scope):
             skipped = statement.body if decided is False else statement.orelse
             self.default_call_aliases = _binds_a_name_to_a_name(skipped)
         if decided is True:
@@ -712,7 +712,7 @@ class Evaluator:
         if key not in self.graph.stack_iterations:  # placed when a stack reads it: most loops are never read
             self.graph.stack_iterations[key] = self.place(where)
 
-    def _testsoptional_input(self, test, scope: Scope) -> bool:
+    def _tests_optional_input(self, test, scope: Scope) -> bool:
         """`name is None` / `name is not None` on a forward argument of the root that defaults to None."""
         if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Name:
             return False
@@ -909,7 +909,7 @@ class Evaluator:
 
     def eval_IfExp(self, expr: cst.IfExp, scope):
         decided = self.fold_condition(expr.test, scope)
-        if decided is not None and not self.default_call_aliases and self._testsoptional_input(expr.test, scope):
+        if decided is not None and not self.default_call_aliases and self._tests_optional_input(expr.test, scope):
             self.default_call_aliases = type(expr.body if decided is False else expr.orelse) is cst.Name
         if decided is True:
             return self.eval(expr.body, scope)
